@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL 15 cluster for tests and the demo.
+#   scripts/pg.sh start DIR PORT [extra postgresql.conf lines...]   initdb if needed, then start
+#   scripts/pg.sh stop DIR                                           fast shutdown, then remove DIR
+# As root the server runs as the `postgres` user (PostgreSQL refuses to run as root).
+set -euo pipefail
+
+BIN=/usr/lib/postgresql/15/bin
+
+as_pg() {
+  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+start() {
+  local dir=$1 port=$2; shift 2
+  mkdir -p "$dir"
+  [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
+  chmod 700 "$dir"
+  if [ ! -f "$dir/PG_VERSION" ]; then
+    as_pg env -u RUST_BACKTRACE "$BIN/initdb" -D "$dir" -U postgres -A trust --no-sync -E UTF8 >/dev/null
+    {
+      echo "port = $port"
+      echo "listen_addresses = '127.0.0.1'"
+      echo "unix_socket_directories = '$dir'"
+      echo "max_connections = 100"
+      echo "fsync = on"
+      echo "synchronous_commit = on"
+      for line in "$@"; do echo "$line"; done
+    } >> "$dir/postgresql.conf"
+  fi
+  # RUST_BACKTRACE would put Rust backtraces into error DETAIL lines.
+  as_pg env -u RUST_BACKTRACE "$BIN/pg_ctl" -D "$dir" -l "$dir/server.log" -w -t 60 start >/dev/null
+}
+
+stop() {
+  local dir=$1
+  if [ -f "$dir/postmaster.pid" ]; then
+    as_pg "$BIN/pg_ctl" -D "$dir" -m fast -w -t 60 stop >/dev/null || true
+  fi
+  rm -rf "$dir"
+}
+
+cmd=${1:?usage: pg.sh start DIR PORT [conf...] | stop DIR}; shift
+case "$cmd" in
+  start) start "$@" ;;
+  stop) stop "$@" ;;
+  *) echo "usage: pg.sh start DIR PORT [conf...] | stop DIR" >&2; exit 2 ;;
+esac

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs what building and testing pg_jobqueue needs, and only what is missing.
+# Every make target calls this; on a machine that has everything it takes a second or two.
+set -euo pipefail
+
+PG_MAJOR=15
+PG_CONFIG=/usr/lib/postgresql/$PG_MAJOR/bin/pg_config
+PGRX_VERSION=0.18.1
+DEB_PACKAGES=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libclang-dev clang pkg-config sudo)
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+missing_packages() {
+  local p
+  for p in "${DEB_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || printf '%s ' "$p"
+  done
+}
+
+install_packages() {
+  local missing
+  missing=$(missing_packages)
+  [ -z "$missing" ] && return
+  log "installing Debian packages: $missing"
+  as_root apt-get update -qq
+  # shellcheck disable=SC2086
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
+}
+
+install_cargo_pgrx() {
+  if cargo pgrx --version 2>/dev/null | grep -q "$PGRX_VERSION"; then return; fi
+  log "building cargo-pgrx $PGRX_VERSION (10-17 minutes, once per machine)"
+  cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
+}
+
+init_pgrx() {
+  local config="${PGRX_HOME:-$HOME/.pgrx}/config.toml"
+  if [ -f "$config" ] && grep -q "pg$PG_MAJOR = \"$PG_CONFIG\"" "$config"; then return; fi
+  log "cargo pgrx init against the system PostgreSQL $PG_MAJOR"
+  cargo pgrx init --pg$PG_MAJOR "$PG_CONFIG"
+}
+
+install_packages
+install_cargo_pgrx
+init_pgrx

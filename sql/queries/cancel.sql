@@ -1,0 +1,19 @@
+-- $1 job_id, $2 now
+-- A running job loses its lease here, so its worker's heartbeat and completion find nothing to match.
+WITH before AS (
+    SELECT j.id, j.lease_owner FROM jq_jobs j WHERE j.id = $1 FOR UPDATE
+), cancelled AS (
+    UPDATE jq_jobs j
+    SET status = 'cancelled',
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        finished_at = $2
+    FROM before b
+    WHERE j.id = b.id
+      AND j.status IN ('pending', 'running')
+    RETURNING j.id, j.queue_name, j.attempt_count, j.lease_token, b.lease_owner
+)
+INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worker, lease_token)
+SELECT c.id, c.queue_name, 'cancelled', 'cancelled', $2, c.attempt_count, c.lease_owner, c.lease_token
+FROM cancelled c
+RETURNING job_id

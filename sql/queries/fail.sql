@@ -1,0 +1,27 @@
+-- $1 job_id, $2 worker, $3 lease_token, $4 error_code, $5 error_message, $6 retryable,
+-- $7 retry_in (NULL: backoff), $8 now
+-- The guarded transition and its audit row in one statement: no event without the transition.
+WITH failed AS (
+    UPDATE jq_jobs j
+    SET status = CASE WHEN $6 AND j.attempt_count < j.max_attempts
+                      THEN 'pending' ELSE 'dead' END::jq_status,
+        available_at = CASE WHEN $6 AND j.attempt_count < j.max_attempts
+                            THEN $8 + coalesce($7, jq_backoff(j.queue_name, j.attempt_count))
+                            ELSE j.available_at END,
+        finished_at = CASE WHEN $6 AND j.attempt_count < j.max_attempts THEN NULL ELSE $8 END,
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        last_error_code = $4,
+        last_error_message = $5
+    WHERE j.id = $1
+      AND j.status = 'running'
+      AND j.lease_owner = $2
+      AND j.lease_token = $3
+      AND j.lease_expires_at > $8
+    RETURNING j.id, j.queue_name, j.status, j.attempt_count, j.lease_token
+)
+INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worker, lease_token,
+                           error_code, error_message)
+SELECT f.id, f.queue_name, 'failed', f.status, $8, f.attempt_count, $2, f.lease_token, $4, $5
+FROM failed f
+RETURNING job_id

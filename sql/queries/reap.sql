@@ -1,0 +1,37 @@
+-- $1 max_jobs, $2 now
+-- Expired leases become pending after backoff, or dead when the attempts are spent. The locking
+-- subquery skips rows a worker is completing right now; re-checking status and expiry in the UPDATE
+-- keeps the transition guarded on its own, so a completion that commits first always wins.
+WITH expired AS (
+    SELECT j.id, j.lease_owner
+    FROM jq_jobs j
+    WHERE j.status = 'running'
+      AND j.lease_expires_at <= $2
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), reaped AS (
+    UPDATE jq_jobs j
+    SET status = CASE WHEN j.attempt_count < j.max_attempts
+                      THEN 'pending' ELSE 'dead' END::jq_status,
+        available_at = CASE WHEN j.attempt_count < j.max_attempts
+                            THEN $2 + jq_backoff(j.queue_name, j.attempt_count)
+                            ELSE j.available_at END,
+        finished_at = CASE WHEN j.attempt_count < j.max_attempts THEN NULL ELSE $2 END,
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        last_error_code = 'LEASE_EXPIRED',
+        last_error_message = CASE WHEN j.lease_expires_at = j.run_deadline
+                                  THEN 'maximum runtime reached' ELSE 'lease expired' END
+    FROM expired e
+    WHERE j.id = e.id
+      AND j.status = 'running'
+      AND j.lease_expires_at <= $2
+    RETURNING j.id, j.queue_name, j.status, j.attempt_count, j.lease_token, e.lease_owner,
+              j.last_error_message
+)
+INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worker, lease_token,
+                           error_code, error_message)
+SELECT r.id, r.queue_name, 'lease_expired', r.status, $2, r.attempt_count, r.lease_owner,
+       r.lease_token, 'LEASE_EXPIRED', r.last_error_message
+FROM reaped r
+RETURNING job_id

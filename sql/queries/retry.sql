@@ -1,0 +1,20 @@
+-- $1 job_id, $2 now
+-- Re-drive: same id and history, a fresh attempt budget (attempt_count restarts; the event keeps the
+-- count it had). The fencing token is never reset, so leases from before stay stale.
+WITH before AS (
+    SELECT j.id, j.attempt_count FROM jq_jobs j WHERE j.id = $1 FOR UPDATE
+), redriven AS (
+    UPDATE jq_jobs j
+    SET status = 'pending',
+        available_at = $2,
+        attempt_count = 0,
+        finished_at = NULL
+    FROM before b
+    WHERE j.id = b.id
+      AND j.status IN ('dead', 'cancelled')
+    RETURNING j.id, j.queue_name, j.lease_token, b.attempt_count
+)
+INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, lease_token)
+SELECT r.id, r.queue_name, 'retried', 'pending', $2, r.attempt_count, r.lease_token
+FROM redriven r
+RETURNING job_id

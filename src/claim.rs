@@ -1,0 +1,70 @@
+//! jq_claim: take claimable jobs under a lease.
+
+use pgrx::datum::{Interval, TimestampWithTimeZone};
+use pgrx::prelude::*;
+use pgrx::spi;
+
+use crate::payload::Payload;
+use crate::{clock, input};
+
+const CLAIM: &str = include_str!("../sql/queries/claim.sql");
+
+/// One claimed job, in the column order of jq_claim's result.
+type ClaimedJob = (i64, String, Payload, i32, i32, i32, i64, TimestampWithTimeZone);
+
+/// Claims up to `batch_size` claimable jobs of the queue in one statement that never waits on a row
+/// another claimer holds. Returns no rows when nothing is claimable.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(@extschema@, pg_catalog, pg_temp)]
+fn jq_claim(
+    queue_name: Option<&str>,
+    worker: Option<&str>,
+    lease: default!(Option<Interval>, "NULL"),
+    batch_size: default!(Option<i32>, 1),
+) -> spi::Result<
+    TableIterator<
+        'static,
+        (
+            name!(id, i64),
+            name!(queue_name, String),
+            name!(payload, Payload),
+            name!(priority, i32),
+            name!(attempt_count, i32),
+            name!(max_attempts, i32),
+            name!(lease_token, i64),
+            name!(lease_expires_at, TimestampWithTimeZone),
+        ),
+    >,
+> {
+    let queue_name = input::queue_name(queue_name);
+    let worker = input::worker(worker);
+    let lease = input::lease_length("lease", lease);
+    let batch_size = input::batch_size(batch_size);
+    let now = clock::now();
+
+    let jobs = Spi::connect_mut(|client| {
+        client
+            .update(CLAIM, None, &[queue_name.into(), worker.into(), lease.into(), batch_size.into(), now.into()])?
+            .map(|row| decode_claimed(&row))
+            .collect::<spi::Result<Vec<ClaimedJob>>>()
+    })?;
+    Ok(TableIterator::new(jobs))
+}
+
+fn decode_claimed(row: &spi::SpiHeapTupleData) -> spi::Result<ClaimedJob> {
+    Ok((
+        required(row.get(1)?),
+        required(row.get(2)?),
+        required(row.get(3)?),
+        required(row.get(4)?),
+        required(row.get(5)?),
+        required(row.get(6)?),
+        required(row.get(7)?),
+        required(row.get(8)?),
+    ))
+}
+
+/// Every column the claim returns is NOT NULL for a running job (the table's constraints say so).
+fn required<T>(value: Option<T>) -> T {
+    value.expect("a claimed job's columns are not NULL")
+}

@@ -1,0 +1,93 @@
+//! jq_enqueue and jq_enqueue_batch: new pending jobs.
+
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::prelude::*;
+use pgrx::spi;
+
+use crate::payload::Payload;
+use crate::{clock, input};
+
+const INSERT: &str = include_str!("../sql/queries/enqueue.sql");
+const LIVE_HOLDER_OF_KEY: &str = include_str!("../sql/queries/enqueue_existing.sql");
+const INSERT_BATCH: &str = include_str!("../sql/queries/enqueue_batch.sql");
+
+/// Enqueues one job and returns its id. With a dedup key held by a live (pending or running) job of
+/// the queue, returns that job's id and inserts nothing.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(@extschema@, pg_catalog, pg_temp)]
+fn jq_enqueue(
+    queue_name: Option<&str>,
+    payload: Option<Payload>,
+    priority: default!(Option<i32>, 0),
+    run_at: default!(Option<TimestampWithTimeZone>, "NULL"),
+    max_attempts: default!(Option<i32>, "NULL"),
+    dedup_key: default!(Option<&str>, "NULL"),
+    ordering_key: default!(Option<&str>, "NULL"),
+) -> spi::Result<i64> {
+    let queue_name = input::queue_name(queue_name);
+    let payload = input::payload("payload", payload);
+    let priority = input::priority(priority);
+    let run_at = input::run_at(run_at);
+    let max_attempts = input::max_attempts(max_attempts);
+    let now = clock::now();
+
+    Spi::connect_mut(|client| loop {
+        let inserted = client.update(
+            INSERT,
+            None,
+            &[
+                queue_name.into(),
+                payload.into(),
+                priority.into(),
+                run_at.into(),
+                max_attempts.into(),
+                dedup_key.into(),
+                ordering_key.into(),
+                now.into(),
+            ],
+        )?;
+        if let Some(id) = inserted.first().get_one::<i64>()? {
+            return Ok(id);
+        }
+        // A live job holds the key. It may finish between the two statements; then the key is free
+        // and the insert is tried again.
+        let holder = client.select(LIVE_HOLDER_OF_KEY, None, &[queue_name.into(), dedup_key.into()])?;
+        if let Some(id) = holder.first().get_one::<i64>()? {
+            return Ok(id);
+        }
+    })
+}
+
+/// Enqueues many jobs in one statement; returns their ids in input order.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(@extschema@, pg_catalog, pg_temp)]
+fn jq_enqueue_batch(
+    queue_name: Option<&str>,
+    payloads: Option<Vec<Option<Payload>>>,
+    priority: default!(Option<i32>, 0),
+    run_at: default!(Option<TimestampWithTimeZone>, "NULL"),
+    max_attempts: default!(Option<i32>, "NULL"),
+) -> spi::Result<SetOfIterator<'static, i64>> {
+    let queue_name = input::queue_name(queue_name);
+    let payloads = payloads.unwrap_or_else(|| crate::error::null_argument("payloads"));
+    let payloads: Vec<Payload> = payloads
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| input::payload(&format!("payloads[{}]", i + 1), p))
+        .collect();
+    let priority = input::priority(priority);
+    let run_at = input::run_at(run_at);
+    let max_attempts = input::max_attempts(max_attempts);
+    let now = clock::now();
+
+    let ids = Spi::connect_mut(|client| {
+        let rows = client.update(
+            INSERT_BATCH,
+            None,
+            &[queue_name.into(), payloads.into(), priority.into(), run_at.into(), max_attempts.into(), now.into()],
+        )?;
+        rows.map(|row| row.get::<i64>(1).map(|id| id.expect("jq_jobs.id is NOT NULL")))
+            .collect::<spi::Result<Vec<i64>>>()
+    })?;
+    Ok(SetOfIterator::new(ids))
+}

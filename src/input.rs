@@ -1,0 +1,153 @@
+//! Argument checks shared by the SQL functions. They run before any statement, so a call that is
+//! refused writes nothing. NULL raises 22004, a bad value 22023; the message names the argument.
+
+use pgrx::datum::Interval;
+use pgrx::prelude::*;
+
+use crate::error::{invalid_argument, null_argument};
+use crate::guc;
+use crate::payload::Payload;
+
+const MAX_QUEUE_NAME_CHARS: usize = 60;
+const MAX_WORKER_CHARS: usize = 200;
+const MAX_ERROR_CODE_CHARS: usize = 64;
+/// An error message is history, not a request to refuse: a longer one is cut, never the failure lost.
+pub const MAX_ERROR_MESSAGE_CHARS: usize = 2000;
+const MICROS_PER_SECOND: i128 = 1_000_000;
+
+pub fn queue_name(value: Option<&str>) -> &str {
+    let name = value.unwrap_or_else(|| null_argument("queue_name"));
+    if name.is_empty() {
+        invalid_argument("queue_name", "must not be empty");
+    }
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')) {
+        invalid_argument("queue_name", "may contain only letters, digits and the characters _ - . :");
+    }
+    if name.len() > MAX_QUEUE_NAME_CHARS {
+        invalid_argument("queue_name", format_args!("must be at most {MAX_QUEUE_NAME_CHARS} characters"));
+    }
+    name
+}
+
+pub fn worker(value: Option<&str>) -> &str {
+    let worker = value.unwrap_or_else(|| null_argument("worker"));
+    if worker.is_empty() {
+        invalid_argument("worker", "must not be empty");
+    }
+    if worker.chars().count() > MAX_WORKER_CHARS {
+        invalid_argument("worker", format_args!("must be at most {MAX_WORKER_CHARS} characters"));
+    }
+    worker
+}
+
+pub fn job_id(value: Option<i64>) -> i64 {
+    value.unwrap_or_else(|| null_argument("job_id"))
+}
+
+pub fn lease_token(value: Option<i64>) -> i64 {
+    value.unwrap_or_else(|| null_argument("lease_token"))
+}
+
+/// A lease length (`lease`) or extension (`extend`): NULL stays NULL (the default applies);
+/// otherwise positive and within `pg_jobqueue.max_lease`.
+pub fn lease_length(argument: &str, value: Option<Interval>) -> Option<Interval> {
+    let length = value?;
+    if length.as_micros() <= 0 {
+        invalid_argument(argument, "must be greater than zero");
+    }
+    let max_seconds = guc::MAX_LEASE_SECONDS.get();
+    if length.as_micros() > i128::from(max_seconds) * MICROS_PER_SECOND {
+        invalid_argument(
+            argument,
+            format_args!("must not exceed pg_jobqueue.max_lease ({max_seconds} s)"),
+        );
+    }
+    Some(length)
+}
+
+pub fn batch_size(value: Option<i32>) -> i32 {
+    let size = value.unwrap_or_else(|| null_argument("batch_size"));
+    let max = guc::MAX_BATCH_SIZE.get();
+    if size < 1 {
+        invalid_argument("batch_size", "must be at least 1");
+    }
+    if size > max {
+        invalid_argument("batch_size", format_args!("must not exceed pg_jobqueue.max_batch_size ({max})"));
+    }
+    size
+}
+
+pub fn max_attempts(value: Option<i32>) -> Option<i32> {
+    if let Some(n) = value {
+        if n < 1 {
+            invalid_argument("max_attempts", "must be at least 1");
+        }
+    }
+    value
+}
+
+pub fn priority(value: Option<i32>) -> i32 {
+    value.unwrap_or_else(|| null_argument("priority"))
+}
+
+pub fn run_at(value: Option<TimestampWithTimeZone>) -> Option<TimestampWithTimeZone> {
+    if let Some(at) = value {
+        if !at.is_finite() {
+            invalid_argument("run_at", "must be a finite time");
+        }
+    }
+    value
+}
+
+pub fn payload(argument: &str, value: Option<Payload>) -> Payload {
+    let payload = value.unwrap_or_else(|| null_argument(argument));
+    let max = guc::MAX_PAYLOAD_BYTES.get();
+    let size = payload.size_bytes();
+    if size > max as usize {
+        invalid_argument(
+            argument,
+            format_args!("is {size} bytes, more than pg_jobqueue.max_payload_bytes ({max})"),
+        );
+    }
+    payload
+}
+
+pub fn error_code(value: Option<&str>) -> &str {
+    let code = value.unwrap_or_else(|| null_argument("error_code"));
+    if code.is_empty() {
+        invalid_argument("error_code", "must not be empty");
+    }
+    if code.chars().count() > MAX_ERROR_CODE_CHARS {
+        invalid_argument("error_code", format_args!("must be at most {MAX_ERROR_CODE_CHARS} characters"));
+    }
+    code
+}
+
+/// The message as stored: at most MAX_ERROR_MESSAGE_CHARS characters.
+pub fn error_message(value: Option<&str>) -> Option<&str> {
+    value.map(|message| match message.char_indices().nth(MAX_ERROR_MESSAGE_CHARS) {
+        Some((cut, _)) => &message[..cut],
+        None => message,
+    })
+}
+
+pub fn retryable(value: Option<bool>) -> bool {
+    value.unwrap_or_else(|| null_argument("retryable"))
+}
+
+pub fn retry_in(value: Option<Interval>) -> Option<Interval> {
+    if let Some(delay) = value {
+        if delay.as_micros() < 0 {
+            invalid_argument("retry_in", "must not be negative");
+        }
+    }
+    value
+}
+
+pub fn max_jobs(value: Option<i32>) -> i32 {
+    let n = value.unwrap_or_else(|| null_argument("max_jobs"));
+    if n < 1 {
+        invalid_argument("max_jobs", "must be at least 1");
+    }
+    n
+}

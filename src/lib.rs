@@ -1,0 +1,44 @@
+//! pg_jobqueue: a reliable job queue inside PostgreSQL.
+//!
+//! Ownership of a running job is a lease (an expiry on the database clock) plus a fencing token that
+//! grows on every claim. Each state change is one guarded UPDATE whose WHERE states the whole
+//! precondition; the SQL lives in `sql/`, and each module here owns one verb of the API.
+
+use pgrx::prelude::*;
+
+mod clock;
+mod error;
+mod guc;
+mod input;
+mod payload;
+mod spi_util;
+
+mod claim;
+mod enqueue;
+mod lease;
+mod manage;
+mod reap;
+
+::pgrx::pg_module_magic!(name, version);
+
+extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
+
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    guc::init();
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests;
+
+/// Required by `cargo pgrx test`.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    #[must_use]
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec![]
+    }
+}

@@ -1,0 +1,27 @@
+//! Operator actions on one job: jq_retry (re-drive) and jq_cancel.
+
+use pgrx::prelude::*;
+use pgrx::spi;
+
+use crate::spi_util::changed_any;
+use crate::{clock, input};
+
+const RETRY: &str = include_str!("../sql/queries/retry.sql");
+const CANCEL: &str = include_str!("../sql/queries/cancel.sql");
+
+/// A dead or cancelled job becomes pending now: same id, history kept, a fresh attempt budget.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(@extschema@, pg_catalog, pg_temp)]
+fn jq_retry(job_id: Option<i64>) -> spi::Result<bool> {
+    let job_id = input::job_id(job_id);
+    changed_any(RETRY, &[job_id.into(), clock::now().into()])
+}
+
+/// A pending or running job becomes cancelled. A running job's lease is revoked with it, so its
+/// worker's heartbeat and completion return false.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(@extschema@, pg_catalog, pg_temp)]
+fn jq_cancel(job_id: Option<i64>) -> spi::Result<bool> {
+    let job_id = input::job_id(job_id);
+    changed_any(CANCEL, &[job_id.into(), clock::now().into()])
+}
