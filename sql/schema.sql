@@ -141,19 +141,22 @@ AS $$
 $$;
 
 -- One row per queue that has a settings row or any live, dead or cancelled job. Each part reads one
--- partial index, so the cost grows with live and unresolved jobs, not with succeeded history.
+-- partial index, so the cost grows with live and unresolved jobs, not with succeeded history. The
+-- clock is read once, and it is the clock the claim uses: "pending" means what jq_claim would take.
 CREATE VIEW jq_queue_stats AS
-WITH pending AS (
+WITH clock AS MATERIALIZED (
+    SELECT clock_timestamp() AS now
+), pending AS (
     SELECT j.queue_name,
-           count(*) FILTER (WHERE j.available_at <= now()) AS pending,
-           count(*) FILTER (WHERE j.available_at > now()) AS scheduled,
-           min(j.available_at) FILTER (WHERE j.available_at <= now()) AS oldest_claimable
-    FROM jq_jobs j WHERE j.status = 'pending' GROUP BY j.queue_name
+           count(*) FILTER (WHERE j.available_at <= c.now) AS pending,
+           count(*) FILTER (WHERE j.available_at > c.now) AS scheduled,
+           min(j.available_at) FILTER (WHERE j.available_at <= c.now) AS oldest_claimable
+    FROM jq_jobs j, clock c WHERE j.status = 'pending' GROUP BY j.queue_name
 ), running AS (
     SELECT j.queue_name,
            count(*) AS running,
-           count(*) FILTER (WHERE j.lease_expires_at <= now() + interval '10 seconds') AS expiring
-    FROM jq_jobs j WHERE j.status = 'running' GROUP BY j.queue_name
+           count(*) FILTER (WHERE j.lease_expires_at <= c.now + interval '10 seconds') AS expiring
+    FROM jq_jobs j, clock c WHERE j.status = 'running' GROUP BY j.queue_name
 ), unresolved AS (
     SELECT j.queue_name,
            count(*) FILTER (WHERE j.status = 'dead') AS dead,
@@ -173,9 +176,10 @@ SELECT q.queue_name,
        coalesce(r.expiring, 0)  AS expiring_10s,
        coalesce(u.dead, 0)      AS dead,
        coalesce(u.cancelled, 0) AS cancelled,
-       now() - p.oldest_claimable AS oldest_claimable_age,
-       now() - u.oldest_dead      AS oldest_dead_age
+       c.now - p.oldest_claimable AS oldest_claimable_age,
+       c.now - u.oldest_dead      AS oldest_dead_age
 FROM queues q
+CROSS JOIN clock c
 LEFT JOIN pending p USING (queue_name)
 LEFT JOIN running r USING (queue_name)
 LEFT JOIN unresolved u USING (queue_name);

@@ -42,26 +42,34 @@ fn jq_claim(
     let batch_size = input::batch_size(batch_size);
     let now = clock::now();
 
-    let jobs = Spi::connect_mut(|client| {
+    let mut jobs = Spi::connect_mut(|client| {
         client
             .update(CLAIM, None, &[queue_name.into(), worker.into(), lease.into(), batch_size.into(), now.into()])?
             .map(|row| decode_claimed(&row))
-            .collect::<spi::Result<Vec<ClaimedJob>>>()
+            .collect::<spi::Result<Vec<(ClaimedJob, ClaimOrder)>>>()
     })?;
-    Ok(TableIterator::new(jobs))
+    jobs.sort_unstable_by_key(|(_, order)| *order);
+    Ok(TableIterator::new(jobs.into_iter().map(|(job, _)| job)))
 }
 
-fn decode_claimed(row: &spi::SpiHeapTupleData) -> spi::Result<ClaimedJob> {
-    Ok((
-        required(row.get(1)?),
+/// Claim order, `priority DESC, available_at, id`, as a sort key.
+type ClaimOrder = (std::cmp::Reverse<i32>, pg_sys::TimestampTz, i64);
+
+fn decode_claimed(row: &spi::SpiHeapTupleData) -> spi::Result<(ClaimedJob, ClaimOrder)> {
+    let id: i64 = required(row.get(1)?);
+    let priority: i32 = required(row.get(4)?);
+    let available_at: TimestampWithTimeZone = required(row.get(9)?);
+    let job = (
+        id,
         required(row.get(2)?),
         required(row.get(3)?),
-        required(row.get(4)?),
+        priority,
         required(row.get(5)?),
         required(row.get(6)?),
         required(row.get(7)?),
         required(row.get(8)?),
-    ))
+    );
+    Ok((job, (std::cmp::Reverse(priority), available_at.into(), id)))
 }
 
 /// Every column the claim returns is NOT NULL for a running job (the table's constraints say so).

@@ -46,13 +46,13 @@ fn jq_enqueue(
                 now.into(),
             ],
         )?;
-        if let Some(id) = inserted.first().get_one::<i64>()? {
+        if let Some(id) = first_id(inserted)? {
             return Ok(id);
         }
         // A live job holds the key. It may finish between the two statements; then the key is free
         // and the insert is tried again.
         let holder = client.select(LIVE_HOLDER_OF_KEY, None, &[queue_name.into(), dedup_key.into()])?;
-        if let Some(id) = holder.first().get_one::<i64>()? {
+        if let Some(id) = first_id(holder)? {
             return Ok(id);
         }
     })
@@ -90,4 +90,12 @@ fn jq_enqueue_batch(
             .collect::<spi::Result<Vec<i64>>>()
     })?;
     Ok(SetOfIterator::new(ids))
+}
+
+/// The id in the first row, if there is a row.
+fn first_id(rows: spi::SpiTupleTable) -> spi::Result<Option<i64>> {
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    rows.first().get_one::<i64>()
 }

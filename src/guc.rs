@@ -1,5 +1,5 @@
-//! Settings (`pg_jobqueue.*`). The limits are PGC_SUSET: anyone can lower them for a session, only a
-//! superuser can raise them, so an ordinary client cannot switch a safety limit off.
+//! Settings (`pg_jobqueue.*`). The limits are PGC_SUSET: only a superuser (or a role granted
+//! `SET ON PARAMETER`) can change them, so an ordinary client cannot switch a safety limit off.
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;

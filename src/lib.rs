@@ -29,7 +29,6 @@ pub extern "C-unwind" fn _PG_init() {
 }
 
 #[cfg(any(test, feature = "pg_test"))]
-#[pg_schema]
 mod tests;
 
 /// Required by `cargo pgrx test`.

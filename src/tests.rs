@@ -1,1 +1,675 @@
+//! Single-session tests: each SPEC rule and each bad-input case, asserting on the rows that result.
+//! Each test runs in its own transaction, rolled back afterwards. The server clock
+//! (`clock_timestamp()`) moves inside that transaction, which is what lets these tests expire leases.
 
+use pgrx::prelude::*;
+
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    /// Runs a query that returns one value.
+    fn one<T: FromDatum + IntoDatum>(sql: &str) -> T {
+        Spi::get_one::<T>(sql).expect("query runs").expect("query returns a non-NULL value")
+    }
+
+    fn run(sql: &str) {
+        Spi::run(sql).expect("statement runs");
+    }
+
+    /// Runs `sql` and returns "SQLSTATE message" of the error it raises, or "no error". A PL/pgSQL
+    /// exception block keeps the error inside a subtransaction, so the test goes on cleanly.
+    fn error_of(sql: &str) -> String {
+        run("CREATE OR REPLACE FUNCTION pg_temp.error_of(q text) RETURNS text LANGUAGE plpgsql AS $f$
+             BEGIN EXECUTE q; RETURN 'no error';
+             EXCEPTION WHEN OTHERS THEN RETURN SQLSTATE || ' ' || SQLERRM; END $f$");
+        Spi::get_one_with_args::<String>("SELECT pg_temp.error_of($1)", &[sql.into()])
+            .expect("error_of runs")
+            .expect("error_of returns text")
+    }
+
+    fn job_count() -> i64 {
+        one("SELECT count(*) FROM jq_jobs")
+    }
+
+    fn event_count() -> i64 {
+        one("SELECT count(*) FROM jq_job_events")
+    }
+
+    /// Asserts that `sql` fails with `sqlstate`, that the message names `argument`, and that nothing
+    /// was written.
+    fn assert_refused(sql: &str, sqlstate: &str, argument: &str) {
+        let (jobs, events) = (job_count(), event_count());
+        let error = error_of(sql);
+        assert!(error.starts_with(sqlstate), "{sql}: expected {sqlstate}, got: {error}");
+        assert!(error.contains(argument), "{sql}: message should name {argument}: {error}");
+        assert_eq!((jobs, events), (job_count(), event_count()), "{sql} wrote something");
+    }
+
+    fn enqueue(queue: &str) -> i64 {
+        Spi::get_one_with_args::<i64>("SELECT jq_enqueue($1, '{\"k\": 1}')", &[queue.into()])
+            .unwrap()
+            .unwrap()
+    }
+
+    /// Claims one job; returns (id, lease_token).
+    fn claim(queue: &str, worker: &str, lease: &str) -> Option<(i64, i64)> {
+        Spi::connect(|c| {
+            let rows = c
+                .select(
+                    "SELECT id, lease_token FROM jq_claim($1, $2, $3::interval)",
+                    None,
+                    &[queue.into(), worker.into(), lease.into()],
+                )
+                .unwrap();
+            if rows.is_empty() {
+                return None;
+            }
+            let (id, token) = rows.first().get_two::<i64, i64>().unwrap();
+            Some((id.unwrap(), token.unwrap()))
+        })
+    }
+
+    fn status(id: i64) -> String {
+        Spi::get_one_with_args::<String>("SELECT status::text FROM jq_jobs WHERE id = $1", &[id.into()])
+            .unwrap()
+            .unwrap()
+    }
+
+    fn call_bool(sql: &str, id: i64, worker: &str, token: i64) -> bool {
+        Spi::get_one_with_args::<bool>(sql, &[id.into(), worker.into(), token.into()]).unwrap().unwrap()
+    }
+
+    fn complete(id: i64, worker: &str, token: i64) -> bool {
+        call_bool("SELECT jq_complete($1, $2, $3)", id, worker, token)
+    }
+
+    fn heartbeat(id: i64, worker: &str, token: i64) -> bool {
+        call_bool("SELECT jq_heartbeat($1, $2, $3)", id, worker, token)
+    }
+
+    fn fail(id: i64, worker: &str, token: i64) -> bool {
+        call_bool("SELECT jq_fail($1, $2, $3, 'E_TEST', 'boom')", id, worker, token)
+    }
+
+    /// The job row as text, to compare "before" and "after" of a call that must change nothing.
+    fn row_text(id: i64) -> String {
+        Spi::get_one_with_args::<String>("SELECT j::text FROM jq_jobs j WHERE id = $1", &[id.into()])
+            .unwrap()
+            .unwrap()
+    }
+
+    fn sleep(seconds: f64) {
+        Spi::run_with_args("SELECT pg_sleep($1)", &[seconds.into()]).unwrap();
+    }
+
+    #[pg_test]
+    fn enqueue_stores_a_pending_job_with_defaults() {
+        let id = enqueue("emails");
+        assert!(one::<bool>(&format!(
+            "SELECT status = 'pending' AND priority = 0 AND attempt_count = 0 AND max_attempts = 8
+                AND lease_token = 0 AND lease_owner IS NULL AND lease_expires_at IS NULL
+                AND available_at = created_at AND finished_at IS NULL AND payload = '{{\"k\": 1}}'
+             FROM jq_jobs WHERE id = {id}"
+        )));
+    }
+
+    #[pg_test]
+    fn enqueue_takes_max_attempts_from_the_queue_unless_given() {
+        run("INSERT INTO jq_queues (queue_name, max_attempts) VALUES ('q3', 3)");
+        let from_queue = one::<i64>("SELECT jq_enqueue('q3', '{}')");
+        let explicit = one::<i64>("SELECT jq_enqueue('q3', '{}', max_attempts => 5)");
+        let other_queue = one::<i64>("SELECT jq_enqueue('other', '{}')");
+        let max = |id: i64| one::<i32>(&format!("SELECT max_attempts FROM jq_jobs WHERE id = {id}"));
+        assert_eq!((max(from_queue), max(explicit), max(other_queue)), (3, 5, 8));
+    }
+
+    #[pg_test]
+    fn ids_are_never_reused_and_ascend() {
+        let a = enqueue("q");
+        let b = enqueue("q");
+        run(&format!("DELETE FROM jq_jobs WHERE id = {b}"));
+        let c = enqueue("q");
+        assert!(a < b && b < c);
+    }
+
+    #[pg_test]
+    fn run_at_delays_a_job() {
+        run("SELECT jq_enqueue('q', '{}', run_at => clock_timestamp() + interval '1 hour')");
+        assert_eq!(claim("q", "w", "30 s"), None);
+        let past = one::<i64>("SELECT jq_enqueue('q', '{}', run_at => clock_timestamp() - interval '1 minute')");
+        assert_eq!(claim("q", "w", "30 s").map(|c| c.0), Some(past));
+        assert_eq!(one::<i64>("SELECT scheduled FROM jq_queue_stats WHERE queue_name = 'q'"), 1);
+    }
+
+    #[pg_test]
+    fn enqueue_batch_returns_ids_in_input_order() {
+        let ids: Vec<i64> = Spi::connect(|c| {
+            c.select("SELECT * FROM jq_enqueue_batch('b', ARRAY['{\"n\":1}', '{\"n\":2}', '{\"n\":3}']::jsonb[], 7)", None, &[])
+                .unwrap()
+                .map(|r| r.get::<i64>(1).unwrap().unwrap())
+                .collect()
+        });
+        assert_eq!(ids.len(), 3);
+        for (i, id) in ids.iter().enumerate() {
+            let n = one::<i32>(&format!("SELECT (payload->>'n')::int FROM jq_jobs WHERE id = {id} AND priority = 7"));
+            assert_eq!(n as usize, i + 1);
+        }
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_enqueue_batch('b', ARRAY[]::jsonb[])"), 0);
+    }
+
+    #[pg_test]
+    fn claim_follows_priority_then_available_at_then_id() {
+        let low = one::<i64>("SELECT jq_enqueue('q', '{}', priority => 1)");
+        let high_late = one::<i64>("SELECT jq_enqueue('q', '{}', priority => 9, run_at => clock_timestamp() - interval '1 s')");
+        let high_early = one::<i64>("SELECT jq_enqueue('q', '{}', priority => 9, run_at => clock_timestamp() - interval '1 h')");
+        let high_early_2 = one::<i64>("SELECT jq_enqueue('q', '{}', priority => 9, run_at => (SELECT available_at FROM jq_jobs WHERE id = currval('jq_jobs_id_seq')))");
+        let order: Vec<i64> = Spi::connect(|c| {
+            c.select("SELECT id FROM jq_claim('q', 'w', batch_size => 10)", None, &[])
+                .unwrap()
+                .map(|r| r.get::<i64>(1).unwrap().unwrap())
+                .collect()
+        });
+        assert_eq!(order, vec![high_early, high_early_2, high_late, low]);
+    }
+
+    #[pg_test]
+    fn claim_batch_changes_exactly_the_rows_it_returns() {
+        run("SELECT jq_enqueue_batch('q', array_fill('{}'::jsonb, ARRAY[5]))");
+        let returned: Vec<i64> = Spi::connect(|c| {
+            c.select("SELECT id FROM jq_claim('q', 'w', batch_size => 3)", None, &[])
+                .unwrap()
+                .map(|r| r.get::<i64>(1).unwrap().unwrap())
+                .collect()
+        });
+        let running: Vec<i64> = Spi::connect(|c| {
+            c.select("SELECT id FROM jq_jobs WHERE status = 'running' ORDER BY id", None, &[])
+                .unwrap()
+                .map(|r| r.get::<i64>(1).unwrap().unwrap())
+                .collect()
+        });
+        let mut sorted = returned.clone();
+        sorted.sort();
+        assert_eq!(returned.len(), 3);
+        assert_eq!(sorted, running);
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_claim('q', 'w', batch_size => 10)"), 2);
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_claim('q', 'w', batch_size => 10)"), 0);
+    }
+
+    #[pg_test]
+    fn claim_sets_the_lease_and_increments_token_and_attempts() {
+        let id = enqueue("q");
+        assert!(one::<bool>(&format!(
+            "SELECT c.id = {id} AND c.attempt_count = 1 AND c.lease_token = 1
+                AND c.lease_expires_at BETWEEN clock_timestamp() + interval '59 s' AND clock_timestamp() + interval '60 s'
+             FROM jq_claim('q', 'w1') c"
+        )));
+        assert!(one::<bool>(&format!(
+            "SELECT status = 'running' AND lease_owner = 'w1' AND attempt_count = 1 AND lease_token = 1
+             FROM jq_jobs WHERE id = {id}"
+        )));
+    }
+
+    #[pg_test]
+    fn claim_uses_the_queue_default_lease_when_none_given() {
+        run("INSERT INTO jq_queues (queue_name, default_lease) VALUES ('slow', '10 minutes')");
+        enqueue("slow");
+        assert!(one::<bool>(
+            "SELECT lease_expires_at > clock_timestamp() + interval '9 minutes' FROM jq_claim('slow', 'w')"
+        ));
+    }
+
+    #[pg_test]
+    fn claim_returns_nothing_from_an_empty_or_paused_queue() {
+        assert_eq!(claim("empty", "w", "30 s"), None);
+        run("INSERT INTO jq_queues (queue_name, paused) VALUES ('p', true)");
+        let id = enqueue("p");
+        assert_eq!(claim("p", "w", "30 s"), None);
+        assert_eq!(status(id), "pending");
+        run("UPDATE jq_queues SET paused = false WHERE queue_name = 'p'");
+        assert_eq!(claim("p", "w", "30 s").map(|c| c.0), Some(id));
+    }
+
+    #[pg_test]
+    fn heartbeat_extends_by_the_claimed_length_or_by_extend() {
+        let id = enqueue("q");
+        let (_, token) = claim("q", "w", "2 minutes").unwrap();
+        run(&format!("UPDATE jq_jobs SET lease_expires_at = clock_timestamp() + interval '1 s' WHERE id = {id}"));
+        assert!(heartbeat(id, "w", token));
+        assert!(one::<bool>(&format!(
+            "SELECT lease_expires_at > clock_timestamp() + interval '119 s' FROM jq_jobs WHERE id = {id}"
+        )));
+        assert!(one::<bool>(&format!("SELECT jq_heartbeat({id}, 'w', {token}, interval '5 minutes')")));
+        assert!(one::<bool>(&format!(
+            "SELECT lease_expires_at > clock_timestamp() + interval '299 s' FROM jq_jobs WHERE id = {id}"
+        )));
+    }
+
+    #[pg_test]
+    fn heartbeat_never_extends_past_the_maximum_runtime() {
+        run("INSERT INTO jq_queues (queue_name, max_runtime) VALUES ('capped', '90 seconds')");
+        let id = enqueue("capped");
+        let (_, token) = claim("capped", "w", "5 minutes").unwrap();
+        // The claim itself is capped too.
+        assert!(one::<bool>(&format!(
+            "SELECT lease_expires_at = claimed_at + interval '90 s' AND run_deadline = lease_expires_at
+             FROM jq_jobs WHERE id = {id}"
+        )));
+        assert!(one::<bool>(&format!("SELECT jq_heartbeat({id}, 'w', {token}, interval '1 hour')")));
+        assert!(one::<bool>(&format!(
+            "SELECT lease_expires_at = claimed_at + interval '90 s' FROM jq_jobs WHERE id = {id}"
+        )));
+    }
+
+    #[pg_test]
+    fn complete_needs_owner_token_and_an_unexpired_lease() {
+        let id = enqueue("q");
+        let (_, token) = claim("q", "w", "30 s").unwrap();
+        let before = row_text(id);
+        assert!(!complete(id, "intruder", token));
+        assert!(!complete(id, "w", token + 1));
+        assert!(!complete(id + 1000, "w", token));
+        assert!(!heartbeat(id, "intruder", token));
+        assert!(!fail(id, "w", token - 1));
+        assert_eq!(row_text(id), before, "refused calls changed the job");
+        assert!(complete(id, "w", token));
+        assert!(one::<bool>(&format!(
+            "SELECT status = 'succeeded' AND lease_owner IS NULL AND lease_expires_at IS NULL
+                AND finished_at IS NOT NULL FROM jq_jobs WHERE id = {id}"
+        )));
+        assert!(!complete(id, "w", token), "a second completion must be refused");
+        assert_eq!(event_count(), 0, "the happy path writes no events");
+    }
+
+    /// Guarantee 6: an expired lease is judged by the clock at the call, not the transaction start. This
+    /// whole test is one transaction, so now() stays at its start while the lease runs out.
+    #[pg_test]
+    fn lease_expiry_is_judged_at_the_time_of_each_call() {
+        let id = enqueue("q");
+        let (_, token) = claim("q", "w", "1 second").unwrap();
+        sleep(1.2);
+        let before = row_text(id);
+        assert!(!heartbeat(id, "w", token));
+        assert!(!complete(id, "w", token));
+        assert!(!fail(id, "w", token));
+        assert_eq!(row_text(id), before);
+        assert_eq!(status(id), "running");
+    }
+
+    #[pg_test]
+    fn fail_retryable_returns_the_job_to_pending_after_backoff() {
+        run("INSERT INTO jq_queues (queue_name, backoff_base, backoff_cap) VALUES ('q', '10 s', '1 h')");
+        let id = enqueue("q");
+        let (_, token) = claim("q", "w", "30 s").unwrap();
+        assert!(fail(id, "w", token));
+        // Attempt 1 with base 10 s and equal jitter: the delay is between 5 s and 10 s.
+        assert!(one::<bool>(&format!(
+            "SELECT status = 'pending' AND lease_owner IS NULL AND last_error_code = 'E_TEST'
+                AND last_error_message = 'boom'
+                AND available_at BETWEEN clock_timestamp() + interval '4 s' AND clock_timestamp() + interval '10 s'
+             FROM jq_jobs WHERE id = {id}"
+        )));
+        assert!(one::<bool>(&format!(
+            "SELECT event = 'failed' AND status = 'pending' AND attempt = 1 AND worker = 'w'
+                AND lease_token = {token} AND error_code = 'E_TEST' AND error_message = 'boom'
+             FROM jq_job_events WHERE job_id = {id}"
+        )));
+        assert!(!fail(id, "w", token), "the lease is gone after a failure");
+    }
+
+    #[pg_test]
+    fn backoff_grows_exponentially_and_stops_at_the_cap() {
+        run("INSERT INTO jq_queues (queue_name, backoff_base, backoff_cap) VALUES ('b', '1 s', '30 s')");
+        let delays: Vec<f64> = (1..=8)
+            .map(|attempt| one::<f64>(&format!("SELECT extract(epoch FROM jq_backoff('b', {attempt}))::float8")))
+            .collect();
+        for (i, d) in delays.iter().enumerate() {
+            let nominal = f64::min(30.0, 2f64.powi(i as i32));
+            assert!(*d >= nominal / 2.0 && *d <= nominal, "attempt {}: {d} outside [{}, {nominal}]", i + 1, nominal / 2.0);
+        }
+        assert!(one::<f64>("SELECT extract(epoch FROM jq_backoff('b', 1000))::float8") <= 30.0);
+    }
+
+    #[pg_test]
+    fn fail_with_retry_in_uses_that_delay() {
+        let id = enqueue("q");
+        let (_, token) = claim("q", "w", "30 s").unwrap();
+        assert!(one::<bool>(&format!(
+            "SELECT jq_fail({id}, 'w', {token}, 'RATE_LIMITED', retry_in => interval '1 hour')"
+        )));
+        assert!(one::<bool>(&format!(
+            "SELECT available_at BETWEEN clock_timestamp() + interval '59 min' AND clock_timestamp() + interval '60 min'
+             FROM jq_jobs WHERE id = {id}"
+        )));
+    }
+
+    #[pg_test]
+    fn fail_not_retryable_or_on_the_last_attempt_is_dead() {
+        let bad = enqueue("q");
+        let (_, token) = claim("q", "w", "30 s").unwrap();
+        assert!(one::<bool>(&format!("SELECT jq_fail({bad}, 'w', {token}, 'BAD_PAYLOAD', retryable => false)")));
+        assert_eq!(status(bad), "dead");
+
+        let last = one::<i64>("SELECT jq_enqueue('q', '{}', max_attempts => 1)");
+        let (_, token) = claim("q", "w", "30 s").unwrap();
+        assert!(fail(last, "w", token));
+        assert_eq!(status(last), "dead");
+        assert!(one::<bool>(&format!(
+            "SELECT finished_at IS NOT NULL AND attempt_count = 1 FROM jq_jobs WHERE id = {last}"
+        )));
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_job_events WHERE status = 'dead'"), 2);
+        assert_eq!(claim("q", "w", "30 s"), None);
+    }
+
+    #[pg_test]
+    fn fail_keeps_error_messages_bounded() {
+        let id = enqueue("q");
+        let (_, token) = claim("q", "w", "30 s").unwrap();
+        assert!(one::<bool>(&format!("SELECT jq_fail({id}, 'w', {token}, 'E', repeat('é', 5000))")));
+        assert_eq!(one::<i32>(&format!("SELECT length(last_error_message) FROM jq_jobs WHERE id = {id}")), 2000);
+        assert_eq!(one::<i32>("SELECT length(error_message) FROM jq_job_events"), 2000);
+    }
+
+    #[pg_test]
+    fn reap_returns_expired_leases_to_pending_or_dead() {
+        let retried = enqueue("q");
+        let spent = one::<i64>("SELECT jq_enqueue('q', '{}', max_attempts => 1)");
+        let healthy = enqueue("q");
+        let (_, t1) = claim("q", "w1", "1 second").unwrap();
+        let (_, t2) = claim("q", "w2", "1 second").unwrap();
+        claim("q", "w3", "1 hour").unwrap();
+        sleep(1.1);
+        assert_eq!(one::<i32>("SELECT jq_reap()"), 2);
+        assert_eq!((status(retried), status(spent), status(healthy)), ("pending".into(), "dead".into(), "running".into()));
+        assert!(one::<bool>(&format!(
+            "SELECT last_error_code = 'LEASE_EXPIRED' AND lease_owner IS NULL AND available_at > clock_timestamp()
+             FROM jq_jobs WHERE id = {retried}"
+        )));
+        assert!(one::<bool>(&format!(
+            "SELECT bool_and(event = 'lease_expired' AND error_code = 'LEASE_EXPIRED')
+                AND count(*) = 2
+                AND bool_or(job_id = {retried} AND worker = 'w1' AND lease_token = {t1} AND status = 'pending')
+                AND bool_or(job_id = {spent} AND worker = 'w2' AND lease_token = {t2} AND status = 'dead')
+             FROM jq_job_events"
+        )));
+        assert_eq!(one::<i32>("SELECT jq_reap()"), 0);
+    }
+
+    #[pg_test]
+    fn reap_takes_at_most_max_jobs() {
+        run("SELECT jq_enqueue_batch('q', array_fill('{}'::jsonb, ARRAY[5]))");
+        run("SELECT count(*) FROM jq_claim('q', 'w', interval '1 second', 5)");
+        sleep(1.1);
+        assert_eq!(one::<i32>("SELECT jq_reap(2)"), 2);
+        assert_eq!(one::<i32>("SELECT jq_reap(10)"), 3);
+    }
+
+    #[pg_test]
+    fn a_stale_token_is_refused_after_reap_and_reclaim() {
+        let id = one::<i64>("SELECT jq_enqueue('q', '{}', run_at => clock_timestamp() - interval '1 hour')");
+        let (_, old) = claim("q", "a", "1 second").unwrap();
+        sleep(1.1);
+        assert_eq!(one::<i32>("SELECT jq_reap()"), 1);
+        run(&format!("UPDATE jq_jobs SET available_at = clock_timestamp() WHERE id = {id}"));
+        let (_, new) = claim("q", "a", "1 minute").unwrap();
+        assert!(new > old, "the fencing token must grow");
+        let before = row_text(id);
+        assert!(!complete(id, "a", old), "same worker name, stale token");
+        assert!(!heartbeat(id, "a", old));
+        assert!(!fail(id, "a", old));
+        assert_eq!(row_text(id), before);
+        assert!(complete(id, "a", new));
+        assert_eq!(one::<i32>(&format!("SELECT attempt_count FROM jq_jobs WHERE id = {id}")), 2);
+    }
+
+    #[pg_test]
+    fn retry_redrives_a_dead_job_with_its_id_history_and_a_fresh_budget() {
+        let id = one::<i64>("SELECT jq_enqueue('q', '{}', max_attempts => 1)");
+        let (_, token) = claim("q", "w", "30 s").unwrap();
+        assert!(fail(id, "w", token));
+        assert_eq!(status(id), "dead");
+        assert!(one::<bool>(&format!("SELECT jq_retry({id})")));
+        assert!(one::<bool>(&format!(
+            "SELECT status = 'pending' AND attempt_count = 0 AND finished_at IS NULL
+                AND available_at <= clock_timestamp() FROM jq_jobs WHERE id = {id}"
+        )));
+        assert!(one::<bool>(&format!(
+            "SELECT array_agg(event ORDER BY id) = ARRAY['failed', 'retried'] FROM jq_job_events WHERE job_id = {id}"
+        )));
+        let (again, token2) = claim("q", "w", "30 s").unwrap();
+        assert_eq!(again, id);
+        assert!(token2 > token, "tokens keep growing across a re-drive");
+        assert!(!one::<bool>(&format!("SELECT jq_retry({id})")), "a running job is not re-driven");
+        assert!(!one::<bool>("SELECT jq_retry(-1)"));
+    }
+
+    #[pg_test]
+    fn cancel_revokes_a_running_lease_and_can_be_redriven() {
+        let pending = enqueue("q");
+        let running = enqueue("q");
+        assert!(one::<bool>(&format!("SELECT jq_cancel({pending})")));
+        let (id, token) = claim("q", "w", "30 s").unwrap();
+        assert_eq!(id, running);
+        assert!(one::<bool>(&format!("SELECT jq_cancel({running})")));
+        assert!(!heartbeat(running, "w", token));
+        assert!(!complete(running, "w", token));
+        assert_eq!((status(pending), status(running)), ("cancelled".into(), "cancelled".into()));
+        assert!(one::<bool>(&format!(
+            "SELECT worker = 'w' AND lease_token = {token} FROM jq_job_events WHERE job_id = {running}"
+        )));
+        assert!(!one::<bool>(&format!("SELECT jq_cancel({running})")), "already cancelled");
+        assert!(!one::<bool>("SELECT jq_cancel(-1)"));
+        assert!(one::<bool>(&format!("SELECT jq_retry({pending})")));
+        assert_eq!(status(pending), "pending");
+    }
+
+    #[pg_test]
+    fn dedup_key_returns_the_live_job_until_it_finishes() {
+        let first = one::<i64>("SELECT jq_enqueue('q', '{}', dedup_key => 'user-7')");
+        assert_eq!(one::<i64>("SELECT jq_enqueue('q', '{\"other\": 1}', dedup_key => 'user-7')"), first);
+        assert_ne!(one::<i64>("SELECT jq_enqueue('other', '{}', dedup_key => 'user-7')"), first);
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_jobs WHERE queue_name = 'q'"), 1);
+        let (_, token) = claim("q", "w", "30 s").unwrap();
+        assert_eq!(one::<i64>("SELECT jq_enqueue('q', '{}', dedup_key => 'user-7')"), first, "running still holds the key");
+        assert!(complete(first, "w", token));
+        assert_ne!(one::<i64>("SELECT jq_enqueue('q', '{}', dedup_key => 'user-7')"), first);
+    }
+
+    #[pg_test]
+    fn ordering_key_runs_a_key_one_at_a_time_in_id_order() {
+        let a1 = one::<i64>("SELECT jq_enqueue('q', '{}', ordering_key => 'a')");
+        let a2 = one::<i64>("SELECT jq_enqueue('q', '{}', priority => 10, ordering_key => 'a')");
+        let free = enqueue("q");
+        let claimed: Vec<i64> = Spi::connect(|c| {
+            c.select("SELECT id FROM jq_claim('q', 'w', batch_size => 10) ORDER BY id", None, &[])
+                .unwrap()
+                .map(|r| r.get::<i64>(1).unwrap().unwrap())
+                .collect()
+        });
+        assert_eq!(claimed, vec![a1, free], "a2 waits behind a1 despite its priority");
+        let token = one::<i64>(&format!("SELECT lease_token FROM jq_jobs WHERE id = {a1}"));
+        assert!(complete(a1, "w", token));
+        assert_eq!(claim("q", "w", "30 s").map(|c| c.0), Some(a2));
+    }
+
+    #[pg_test]
+    fn stats_count_each_state_per_queue() {
+        run("SELECT jq_enqueue_batch('s', array_fill('{}'::jsonb, ARRAY[4]))");
+        run("SELECT jq_enqueue('s', '{}', run_at => clock_timestamp() + interval '1 hour')");
+        let (id, token) = claim("s", "w", "5 s").unwrap();
+        let (dead, _) = claim("s", "w", "1 hour").unwrap();
+        run(&format!("UPDATE jq_jobs SET status = 'dead', lease_owner = NULL, lease_expires_at = NULL, finished_at = now() - interval '1 minute' WHERE id = {dead}"));
+        let cancelled = enqueue("s");
+        run(&format!("SELECT jq_cancel({cancelled})"));
+        assert!(one::<bool>(
+            "SELECT pending = 2 AND scheduled = 1 AND running = 1 AND expiring_10s = 1 AND dead = 1
+                AND cancelled = 1 AND oldest_claimable_age IS NOT NULL AND oldest_dead_age >= interval '1 minute'
+             FROM jq_queue_stats WHERE queue_name = 's'"
+        ));
+        assert!(complete(id, "w", token));
+    }
+
+    #[pg_test]
+    fn functions_work_whatever_the_callers_search_path() {
+        run("CREATE SCHEMA decoy");
+        run("CREATE TABLE decoy.jq_jobs (id int)");
+        run("SET LOCAL search_path = decoy, pg_catalog");
+        let id = one::<i64>("SELECT public.jq_enqueue('q', '{}')");
+        assert_eq!(one::<i64>("SELECT id FROM public.jq_claim('q', 'w')"), id);
+        run("RESET search_path");
+    }
+
+    #[pg_test]
+    fn every_table_is_kept_by_pg_dump() {
+        assert_eq!(
+            one::<i32>("SELECT cardinality(extconfig) FROM pg_extension WHERE extname = 'pg_jobqueue'"),
+            5
+        );
+    }
+
+    #[pg_test]
+    fn queue_settings_are_validated_by_constraints() {
+        for bad in [
+            "INSERT INTO jq_queues (queue_name, default_lease) VALUES ('q', '0 s')",
+            "INSERT INTO jq_queues (queue_name, max_attempts) VALUES ('q', 0)",
+            "INSERT INTO jq_queues (queue_name, backoff_base, backoff_cap) VALUES ('q', '1 min', '1 s')",
+            "INSERT INTO jq_queues (queue_name, max_runtime) VALUES ('q', '-1 s')",
+            "INSERT INTO jq_queues (queue_name) VALUES ('bad name')",
+        ] {
+            assert!(error_of(bad).starts_with("23514"), "{bad} was accepted");
+        }
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_queues"), 0);
+    }
+
+    #[pg_test]
+    fn bad_enqueue_arguments_are_refused() {
+        assert_refused("SELECT jq_enqueue(NULL, '{}')", "22004", "queue_name");
+        assert_refused("SELECT jq_enqueue('', '{}')", "22023", "queue_name");
+        assert_refused(&format!("SELECT jq_enqueue('{}', '{{}}')", "q".repeat(61)), "22023", "queue_name");
+        assert_refused("SELECT jq_enqueue('has space', '{}')", "22023", "queue_name");
+        assert_refused("SELECT jq_enqueue('semi;colon', '{}')", "22023", "queue_name");
+        assert_refused("SELECT jq_enqueue('q', NULL)", "22004", "payload");
+        assert_refused("SELECT jq_enqueue('q', '{}', max_attempts => 0)", "22023", "max_attempts");
+        assert_refused("SELECT jq_enqueue('q', '{}', priority => NULL)", "22004", "priority");
+        assert_refused("SELECT jq_enqueue('q', '{}', run_at => 'infinity')", "22023", "run_at");
+        run("SET LOCAL pg_jobqueue.max_payload_bytes = 100");
+        assert_refused("SELECT jq_enqueue('q', jsonb_build_object('x', repeat('a', 200)))", "22023", "payload");
+        assert!(error_of("SELECT jq_enqueue('q', jsonb_build_object('x', repeat('a', 50)))") == "no error");
+        assert_eq!(error_of(&format!("SELECT jq_enqueue('{}', '{{}}')", "q".repeat(60))), "no error");
+        assert_eq!(error_of("SELECT jq_enqueue('a-Z_0.9:x', '{}')"), "no error");
+    }
+
+    #[pg_test]
+    fn bad_batch_arguments_are_refused() {
+        assert_refused("SELECT jq_enqueue_batch('q', NULL)", "22004", "payloads");
+        assert_refused("SELECT jq_enqueue_batch('q', ARRAY['{}', NULL]::jsonb[])", "22004", "payloads[2]");
+        assert_refused("SELECT jq_enqueue_batch(NULL, ARRAY['{}']::jsonb[])", "22004", "queue_name");
+        assert_refused("SELECT jq_enqueue_batch('q', ARRAY['{}']::jsonb[], max_attempts => -1)", "22023", "max_attempts");
+        run("SET LOCAL pg_jobqueue.max_payload_bytes = 100");
+        assert_refused(
+            "SELECT jq_enqueue_batch('q', ARRAY['{}', jsonb_build_object('x', repeat('a', 200))])",
+            "22023",
+            "payloads[2]",
+        );
+    }
+
+    #[pg_test]
+    fn bad_claim_arguments_are_refused() {
+        enqueue("q");
+        assert_refused("SELECT jq_claim(NULL, 'w')", "22004", "queue_name");
+        assert_refused("SELECT jq_claim('q', NULL)", "22004", "worker");
+        assert_refused("SELECT jq_claim('q', '')", "22023", "worker");
+        assert_refused("SELECT jq_claim('q', 'w', interval '0 s')", "22023", "lease");
+        assert_refused("SELECT jq_claim('q', 'w', interval '-5 s')", "22023", "lease");
+        assert_refused("SELECT jq_claim('q', 'w', interval '2 days')", "22023", "lease");
+        assert_refused("SELECT jq_claim('q', 'w', batch_size => 0)", "22023", "batch_size");
+        assert_refused("SELECT jq_claim('q', 'w', batch_size => 1001)", "22023", "batch_size");
+        assert_refused("SELECT jq_claim('q', 'w', batch_size => NULL)", "22004", "batch_size");
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_jobs WHERE status = 'running'"), 0);
+    }
+
+    #[pg_test]
+    fn bad_lease_holder_arguments_are_refused() {
+        let id = enqueue("q");
+        let (_, token) = claim("q", "w", "30 s").unwrap();
+        let before = row_text(id);
+        assert_refused(&format!("SELECT jq_heartbeat({id}, 'w', {token}, interval '0 s')"), "22023", "extend");
+        assert_refused(&format!("SELECT jq_heartbeat({id}, 'w', {token}, interval '25 hours')"), "22023", "extend");
+        assert_refused(&format!("SELECT jq_heartbeat(NULL, 'w', {token})"), "22004", "job_id");
+        assert_refused(&format!("SELECT jq_complete({id}, NULL, {token})"), "22004", "worker");
+        assert_refused(&format!("SELECT jq_complete({id}, 'w', NULL)"), "22004", "lease_token");
+        assert_refused(&format!("SELECT jq_fail({id}, 'w', {token}, NULL)"), "22004", "error_code");
+        assert_refused(&format!("SELECT jq_fail({id}, 'w', {token}, '')"), "22023", "error_code");
+        assert_refused(&format!("SELECT jq_fail({id}, 'w', {token}, 'E', retry_in => interval '-1 s')"), "22023", "retry_in");
+        assert_refused("SELECT jq_reap(0)", "22023", "max_jobs");
+        assert_refused("SELECT jq_retry(NULL)", "22004", "job_id");
+        assert_refused("SELECT jq_cancel(NULL)", "22004", "job_id");
+        assert_eq!(row_text(id), before);
+    }
+
+    #[pg_test]
+    fn only_a_superuser_can_change_a_limit() {
+        assert_eq!(error_of("SET LOCAL pg_jobqueue.max_batch_size = 5000"), "no error");
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_claim('q', 'w', batch_size => 5000)"), 0);
+        run("CREATE ROLE jq_test_client");
+        for setting in ["max_batch_size", "max_lease", "max_payload_bytes"] {
+            assert!(!one::<bool>(&format!(
+                "SELECT has_parameter_privilege('jq_test_client', 'pg_jobqueue.{setting}', 'SET')"
+            )));
+        }
+    }
+
+    /// The plan test: with a history of finished jobs and a backlog of pending ones, the claim and the
+    /// reaper read their partial indexes, never scan jq_jobs sequentially and never sort.
+    #[pg_test]
+    fn claim_and_reap_plans_use_their_partial_indexes() {
+        run("INSERT INTO jq_jobs (queue_name, payload, status, available_at, max_attempts, created_at, finished_at, attempt_count)
+             SELECT 'q' || (i % 4), '{}', 'succeeded', now(), 8, now(), now(), 1 FROM generate_series(1, 100000) i");
+        run("INSERT INTO jq_jobs (queue_name, payload, priority, available_at, max_attempts, created_at)
+             SELECT 'q' || (i % 4), '{}', i % 5, now() - (i || ' s')::interval, 8, now() FROM generate_series(1, 10000) i");
+        run("SELECT count(*) FROM jq_claim('q1', 'w', interval '1 s', 50)");
+        run("ANALYZE jq_jobs");
+
+        let now = crate::clock::now();
+        let claim_plan = Spi::explain_with_args(
+            include_str!("../sql/queries/claim.sql"),
+            &["q2".into(), "w".into(), Option::<pgrx::datum::Interval>::None.into(), 10i32.into(), now.into()],
+        )
+        .unwrap();
+        assert_plan_reads_index(&claim_plan.0, "jq_jobs_claim");
+
+        let reap_plan =
+            Spi::explain_with_args(include_str!("../sql/queries/reap.sql"), &[10000i32.into(), now.into()]).unwrap();
+        assert_plan_reads_index(&reap_plan.0, "jq_jobs_running");
+    }
+
+    fn assert_plan_reads_index(plan: &serde_json::Value, index: &str) {
+        let mut nodes = Vec::new();
+        collect_plan_nodes(plan, &mut nodes);
+        let text = plan.to_string();
+        for node in &nodes {
+            let kind = node["Node Type"].as_str().unwrap_or_default();
+            assert_ne!(kind, "Sort", "the plan sorts: {text}");
+            if kind == "Seq Scan" {
+                assert_ne!(node["Relation Name"], "jq_jobs", "the plan scans jq_jobs sequentially: {text}");
+            }
+        }
+        assert!(
+            nodes.iter().any(|n| n["Index Name"] == index && n["Node Type"].as_str().unwrap_or_default().contains("Index")),
+            "the plan does not read {index}: {text}"
+        );
+    }
+
+    fn collect_plan_nodes<'a>(value: &'a serde_json::Value, out: &mut Vec<&'a serde_json::Value>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                if map.contains_key("Node Type") {
+                    out.push(value);
+                }
+                map.values().for_each(|v| collect_plan_nodes(v, out));
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| collect_plan_nodes(v, out)),
+            _ => {}
+        }
+    }
+}

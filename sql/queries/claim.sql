@@ -42,6 +42,7 @@ WITH queue AS (
     RETURNING j.id, j.queue_name, j.payload, j.priority, j.attempt_count, j.max_attempts,
               j.lease_token, j.lease_expires_at, j.available_at
 )
-SELECT id, queue_name, payload, priority, attempt_count, max_attempts, lease_token, lease_expires_at
+-- No ORDER BY: the caller orders the (at most batch_size) returned rows, so the plan has no Sort node.
+SELECT id, queue_name, payload, priority, attempt_count, max_attempts, lease_token, lease_expires_at,
+       available_at
 FROM claimed
-ORDER BY priority DESC, available_at, id

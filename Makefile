@@ -1,0 +1,40 @@
+# pg_jobqueue: `make demo` and `make test` each set up whatever this machine lacks first.
+SHELL := /bin/bash
+PG_CONFIG := /usr/lib/postgresql/15/bin/pg_config
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+# Installing into the system PostgreSQL needs root; a sudo user gets --sudo.
+ifeq ($(shell id -u),0)
+INSTALL_FLAGS :=
+else
+INSTALL_FLAGS := --sudo
+endif
+
+.PHONY: all setup build install test test-unit test-integration demo clean
+
+all: build
+
+setup:
+	@scripts/setup.sh
+
+build: setup
+	cargo build
+
+install: setup
+	cargo pgrx install --pg-config $(PG_CONFIG) $(INSTALL_FLAGS)
+
+# Every test layer: #[pg_test] unit and plan tests, then multi-connection tests on a real server.
+test: install
+	@scripts/test.sh all
+
+test-unit: install
+	@scripts/test.sh unit
+
+test-integration: install
+	@scripts/test.sh integration
+
+demo: install
+	@scripts/demo.sh
+
+clean:
+	cargo clean
