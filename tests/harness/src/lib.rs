@@ -1,1 +1,69 @@
-//! placeholder
+//! Throwaway PostgreSQL servers for tests that need real connections: commits seen across sessions,
+//! SKIP LOCKED between claimers, reaping while workers run. `#[pg_test]` cannot do these, because
+//! its one transaction is rolled back.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+pub use postgres::Client;
+
+/// A running server with pg_jobqueue created in database `postgres`; stopped and removed on drop,
+/// including when a test panics.
+pub struct Cluster {
+    dir: PathBuf,
+    port: u16,
+}
+
+impl Cluster {
+    pub fn start() -> Cluster {
+        Cluster::start_with(&[])
+    }
+
+    /// Starts a server with extra postgresql.conf lines.
+    pub fn start_with(settings: &[&str]) -> Cluster {
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("jq-harness-{}-{port}", std::process::id()));
+        let status = Command::new(pg_script())
+            .arg("start")
+            .arg(&dir)
+            .arg(port.to_string())
+            .args(settings)
+            .status()
+            .expect("scripts/pg.sh runs");
+        assert!(status.success(), "the test server did not start (see {}/server.log)", dir.display());
+        let cluster = Cluster { dir, port };
+        cluster.connect().batch_execute("CREATE EXTENSION pg_jobqueue").expect("CREATE EXTENSION");
+        cluster
+    }
+
+    pub fn connect(&self) -> Client {
+        let dsn = format!("host=127.0.0.1 port={} user=postgres dbname=postgres", self.port);
+        Client::connect(&dsn, postgres::NoTls).expect("connect to the test server")
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new(pg_script()).arg("stop").arg(&self.dir).status();
+    }
+}
+
+fn pg_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pg.sh")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").expect("bind a free port").local_addr().unwrap().port()
+}
+
+/// Polls `condition` until it holds. The limit is generous on purpose: tests wait for states, and
+/// only a state that never comes fails them.
+pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

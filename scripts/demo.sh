@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# make demo: a throwaway server with pg_jobqueue preloaded, a few thousand jobs, four workers, one of
+# them killed while it holds a job. The killed worker's lease expires, jq_reap() returns the job, and
+# another worker finishes it. Stops its server when done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+unset RUST_BACKTRACE
+
+DIR=${TMPDIR:-/tmp}/pg_jobqueue-demo
+PORT=${DEMO_PORT:-55499}
+JOBS=3000
+WORKERS=4
+export PGHOST=127.0.0.1 PGPORT=$PORT PGUSER=postgres PGDATABASE=postgres
+PSQL=(psql -X -q -v ON_ERROR_STOP=1 -At)
+pids=()
+
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  scripts/pg.sh stop "$DIR"
+}
+trap cleanup EXIT
+
+say() { printf '%s  %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+scripts/pg.sh stop "$DIR"
+scripts/pg.sh start "$DIR" "$PORT" "shared_preload_libraries = 'pg_jobqueue'"
+say "server up on port $PORT (pg_jobqueue preloaded)"
+"${PSQL[@]}" -c "CREATE EXTENSION pg_jobqueue" -f examples/worker.sql
+# Queue settings: a short lease, so the killed worker's job comes back within seconds.
+"${PSQL[@]}" -c "INSERT INTO jq_queues (queue_name, default_lease, backoff_base) VALUES ('demo', '3 seconds', '100 ms')"
+say "queue 'demo': default lease 3 s, backoff from 100 ms"
+
+"${PSQL[@]}" -c "SELECT count(*) FROM jq_enqueue_batch('demo',
+    (SELECT array_agg(jsonb_build_object('n', i)) FROM generate_series(1, $JOBS) i))" >/dev/null
+say "enqueued $JOBS jobs into queue 'demo'"
+
+# worker-1 hangs on its first job (a minute of "work"), as a stuck or dying worker would.
+for w in $(seq 1 $WORKERS); do
+  work_ms=2; [ "$w" -eq 1 ] && work_ms=60000
+  PGAPPNAME="demo-worker-$w" "${PSQL[@]}" -c "CALL demo_worker('demo', 'worker-$w', NULL, $work_ms)" \
+    >"$DIR/worker-$w.log" 2>&1 &
+  pids+=($!)
+done
+disown "${pids[0]}"   # it is killed below; spare the shell's "Killed" notice
+say "started $WORKERS workers; worker-1 hangs on its first job"
+
+# Kill worker-1 while it holds that job: its client process and its server backend both go away.
+victim=""
+while [ -z "$victim" ]; do
+  victim=$("${PSQL[@]}" -c "SELECT id || ' ' || lease_token FROM jq_jobs
+                             WHERE lease_owner = 'worker-1' AND status = 'running' LIMIT 1")
+  [ -n "$victim" ] || sleep 0.05
+done
+read -r victim_job victim_token <<<"$victim"
+kill -9 "${pids[0]}" 2>/dev/null || true
+"${PSQL[@]}" -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE application_name = 'demo-worker-1'" >/dev/null
+say "killed worker-1 while it held job $victim_job (lease token $victim_token)"
+
+# Until the background reaper exists, the demo reaps by calling jq_reap() once a second.
+while :; do
+  sleep 1
+  reaped=$("${PSQL[@]}" -c "SELECT jq_reap()")
+  read -r pending scheduled running expiring dead succeeded <<<"$("${PSQL[@]}" -F ' ' -c "
+      SELECT pending, scheduled, running, expiring_10s, dead,
+             (SELECT count(*) FROM jq_jobs WHERE queue_name = 'demo' AND status = 'succeeded')
+      FROM jq_queue_stats WHERE queue_name = 'demo'")"
+  say "pending $pending  scheduled $scheduled  running $running (expiring <10s: $expiring)  dead $dead  succeeded $succeeded  reaped now $reaped"
+  [ "$((pending + scheduled + running))" -eq 0 ] && break
+done
+for pid in "${pids[@]:1}"; do wait "$pid"; done
+
+echo
+say "the killed worker's job, from jq_jobs and its history in jq_job_events:"
+psql -X -c "SELECT id, status, attempt_count, lease_token, last_error_code FROM jq_jobs WHERE id = $victim_job"
+psql -X -c "SELECT event, status, attempt, worker, lease_token, error_code FROM jq_job_events
+            WHERE job_id = $victim_job ORDER BY id"
+say "final state of every queue (jq_queue_stats), and jobs by status:"
+psql -X -c "SELECT * FROM jq_queue_stats"
+psql -X -c "SELECT status, count(*), sum(attempt_count) AS attempts FROM jq_jobs GROUP BY status ORDER BY status"
+
+done_ok=$("${PSQL[@]}" -c "SELECT count(*) = $JOBS FROM jq_jobs WHERE status = 'succeeded'")
+victim_ok=$("${PSQL[@]}" -c "SELECT status = 'succeeded' AND attempt_count >= 2 FROM jq_jobs WHERE id = $victim_job")
+if [ "$done_ok" = t ] && [ "$victim_ok" = t ]; then
+  say "demo finished: all $JOBS jobs succeeded, job $victim_job recovered from the killed worker"
+else
+  say "demo FAILED: not every job succeeded"; exit 1
+fi
