@@ -16,28 +16,15 @@ pub const MAX_ERROR_MESSAGE_CHARS: usize = 2000;
 const MICROS_PER_SECOND: i128 = 1_000_000;
 
 pub fn queue_name(value: Option<&str>) -> &str {
-    let name = value.unwrap_or_else(|| null_argument("queue_name"));
-    if name.is_empty() {
-        invalid_argument("queue_name", "must not be empty");
-    }
+    let name = required_text("queue_name", value, MAX_QUEUE_NAME_CHARS);
     if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')) {
         invalid_argument("queue_name", "may contain only letters, digits and the characters _ - . :");
-    }
-    if name.len() > MAX_QUEUE_NAME_CHARS {
-        invalid_argument("queue_name", format_args!("must be at most {MAX_QUEUE_NAME_CHARS} characters"));
     }
     name
 }
 
 pub fn worker(value: Option<&str>) -> &str {
-    let worker = value.unwrap_or_else(|| null_argument("worker"));
-    if worker.is_empty() {
-        invalid_argument("worker", "must not be empty");
-    }
-    if worker.chars().count() > MAX_WORKER_CHARS {
-        invalid_argument("worker", format_args!("must be at most {MAX_WORKER_CHARS} characters"));
-    }
-    worker
+    required_text("worker", value, MAX_WORKER_CHARS)
 }
 
 pub fn job_id(value: Option<i64>) -> i64 {
@@ -113,14 +100,7 @@ pub fn payload(argument: &str, value: Option<Payload>) -> Payload {
 }
 
 pub fn error_code(value: Option<&str>) -> &str {
-    let code = value.unwrap_or_else(|| null_argument("error_code"));
-    if code.is_empty() {
-        invalid_argument("error_code", "must not be empty");
-    }
-    if code.chars().count() > MAX_ERROR_CODE_CHARS {
-        invalid_argument("error_code", format_args!("must be at most {MAX_ERROR_CODE_CHARS} characters"));
-    }
-    code
+    required_text("error_code", value, MAX_ERROR_CODE_CHARS)
 }
 
 /// The message as stored: at most MAX_ERROR_MESSAGE_CHARS characters.
@@ -150,4 +130,16 @@ pub fn max_jobs(value: Option<i32>) -> i32 {
         invalid_argument("max_jobs", "must be at least 1");
     }
     n
+}
+
+/// A text argument that must be present, not empty, and at most `max_chars` characters long.
+fn required_text<'a>(argument: &str, value: Option<&'a str>, max_chars: usize) -> &'a str {
+    let text = value.unwrap_or_else(|| null_argument(argument));
+    if text.is_empty() {
+        invalid_argument(argument, "must not be empty");
+    }
+    if text.chars().count() > max_chars {
+        invalid_argument(argument, format_args!("must be at most {max_chars} characters"));
+    }
+    text
 }

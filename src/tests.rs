@@ -579,6 +579,7 @@ mod tests {
         assert_refused("SELECT jq_claim(NULL, 'w')", "22004", "queue_name");
         assert_refused("SELECT jq_claim('q', NULL)", "22004", "worker");
         assert_refused("SELECT jq_claim('q', '')", "22023", "worker");
+        assert_refused("SELECT jq_claim('q', repeat('w', 201))", "22023", "worker");
         assert_refused("SELECT jq_claim('q', 'w', interval '0 s')", "22023", "lease");
         assert_refused("SELECT jq_claim('q', 'w', interval '-5 s')", "22023", "lease");
         assert_refused("SELECT jq_claim('q', 'w', interval '2 days')", "22023", "lease");
