@@ -19,6 +19,17 @@ CREATE TABLE jq_queues (
     max_runtime   interval
                   CONSTRAINT jq_queues_max_runtime_positive CHECK (max_runtime > interval '0'),
     paused        boolean NOT NULL DEFAULT false,
+    -- NULL: no limit. Otherwise at most this many jobs of the queue run at once, across all workers.
+    concurrency_limit int
+                  CONSTRAINT jq_queues_concurrency_limit_positive CHECK (concurrency_limit >= 1),
+    -- Fairness: a job claimable for longer than this is claimed before fresher jobs, whatever their
+    -- priority. NULL: strict priority order, with no bound on how long a low priority can wait.
+    starvation_limit interval DEFAULT '5 minutes'
+                  CONSTRAINT jq_queues_starvation_limit_positive CHECK (starvation_limit > interval '0'),
+    -- Succeeded and cancelled jobs older than this are deleted by jq_prune(). NULL: keep them.
+    -- Dead jobs are never pruned: they wait for an operator (jq_retry_dead, jq_purge_dead).
+    retention     interval DEFAULT '7 days'
+                  CONSTRAINT jq_queues_retention_positive CHECK (retention > interval '0'),
     CONSTRAINT jq_queues_backoff_cap_ge_base CHECK (backoff_cap >= backoff_base)
 );
 
@@ -62,6 +73,11 @@ CREATE TABLE jq_jobs (
 CREATE INDEX jq_jobs_claim ON jq_jobs (queue_name, priority DESC, available_at, id)
     WHERE status = 'pending';
 
+-- The same pending rows in arrival order, for fairness: the claim's first step asks whether any job
+-- has waited past the queue's starvation_limit, which the priority-ordered index cannot answer
+-- without reading every higher-priority entry first.
+CREATE INDEX jq_jobs_fifo ON jq_jobs (queue_name, available_at, id) WHERE status = 'pending';
+
 -- Running rows, for the reaper and per-queue running counts. Deliberately not keyed on
 -- lease_expires_at: a heartbeat changes only that column, so it stays a HOT update (no index
 -- insertions, and the old version is pruned on the page).
@@ -71,6 +87,9 @@ CREATE INDEX jq_jobs_running ON jq_jobs (queue_name) WHERE status = 'running';
 -- without reading succeeded history.
 CREATE INDEX jq_jobs_unresolved ON jq_jobs (queue_name, status, finished_at)
     WHERE status IN ('dead', 'cancelled');
+
+-- Finished jobs that retention deletes, oldest first. Dead jobs are not in it: they are kept.
+CREATE INDEX jq_jobs_finished ON jq_jobs (finished_at) WHERE status IN ('succeeded', 'cancelled');
 
 -- Dedup keys: unique among live jobs only, so a finished job frees its key. Enqueue relies on
 -- ON CONFLICT against this index, which is race-free where a read-then-insert is not.

@@ -2,18 +2,25 @@
 
 use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::prelude::*;
-use pgrx::spi;
+use pgrx::datum::DatumWithOid;
+use pgrx::spi::{self, SpiClient};
 
 use crate::payload::Payload;
 use crate::{clock, input};
 
 const CLAIM: &str = include_str!("../sql/queries/claim.sql");
+const ADMIT: &str = include_str!("../sql/queries/claim_admit.sql");
 
 /// One claimed job, in the column order of jq_claim's result.
 type ClaimedJob = (i64, String, Payload, i32, i32, i32, i64, TimestampWithTimeZone);
 
 /// Claims up to `batch_size` claimable jobs of the queue in one statement that never waits on a row
 /// another claimer holds. Returns no rows when nothing is claimable.
+///
+/// A queue with a concurrency limit claims nothing in that first statement. Only then, when the first
+/// statement came back empty, does the claim look for a limit: it takes the queue's row lock and
+/// claims again within the free slots. Queues without a limit never take that lock, and a successful
+/// claim of theirs costs nothing extra.
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(@extschema@, pg_catalog, pg_temp)]
 fn jq_claim(
@@ -42,23 +49,34 @@ fn jq_claim(
     let batch_size = input::batch_size(batch_size);
     let now = clock::now();
 
+    let args = |admitted: bool| -> [DatumWithOid<'static>; 6] {
+        [queue_name.into(), worker.into(), lease.into(), batch_size.into(), now.into(), admitted.into()]
+    };
     let mut jobs = Spi::connect_mut(|client| {
-        client
-            .update(CLAIM, None, &[queue_name.into(), worker.into(), lease.into(), batch_size.into(), now.into()])?
-            .map(|row| decode_claimed(&row))
-            .collect::<spi::Result<Vec<(ClaimedJob, ClaimOrder)>>>()
+        let jobs = claim_rows(client, &args(false))?;
+        // Taking the row lock is also the test for a limit: it returns no row for an unlimited queue.
+        if !jobs.is_empty() || client.update(ADMIT, None, &[queue_name.into()])?.is_empty() {
+            return Ok(jobs);
+        }
+        claim_rows(client, &args(true))
     })?;
     jobs.sort_unstable_by_key(|(_, order)| *order);
     Ok(TableIterator::new(jobs.into_iter().map(|(job, _)| job)))
 }
 
-/// Claim order, `priority DESC, available_at, id`, as a sort key.
-type ClaimOrder = (std::cmp::Reverse<i32>, pg_sys::TimestampTz, i64);
+fn claim_rows(client: &mut SpiClient, args: &[DatumWithOid]) -> spi::Result<Vec<(ClaimedJob, ClaimOrder)>> {
+    client.update(CLAIM, None, args)?.map(|row| decode_claimed(&row)).collect()
+}
+
+/// Claim order as a sort key: starving jobs first, oldest first; then `priority DESC, available_at, id`.
+type ClaimOrder = (bool, std::cmp::Reverse<i32>, pg_sys::TimestampTz, i64);
 
 fn decode_claimed(row: &spi::SpiHeapTupleData) -> spi::Result<(ClaimedJob, ClaimOrder)> {
     let id: i64 = required(row.get(1)?);
     let priority: i32 = required(row.get(4)?);
     let available_at: TimestampWithTimeZone = required(row.get(9)?);
+    let starved: bool = required(row.get(10)?);
+    let rank = if starved { 0 } else { priority };
     let job = (
         id,
         required(row.get(2)?),
@@ -69,7 +87,7 @@ fn decode_claimed(row: &spi::SpiHeapTupleData) -> spi::Result<(ClaimedJob, Claim
         required(row.get(7)?),
         required(row.get(8)?),
     );
-    Ok((job, (std::cmp::Reverse(priority), available_at.into(), id)))
+    Ok((job, (!starved, std::cmp::Reverse(rank), available_at.into(), id)))
 }
 
 /// Every column the claim returns is NOT NULL for a running job (the table's constraints say so).

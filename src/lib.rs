@@ -18,6 +18,7 @@ mod enqueue;
 mod lease;
 mod manage;
 mod reap;
+mod retention;
 
 ::pgrx::pg_module_magic!(name, version);
 

@@ -3,7 +3,7 @@
 use pgrx::prelude::*;
 use pgrx::spi;
 
-use crate::spi_util::returned_rows;
+use crate::spi_util::returned_count;
 use crate::{clock, input};
 
 const REAP: &str = include_str!("../sql/queries/reap.sql");
@@ -15,6 +15,5 @@ const REAP: &str = include_str!("../sql/queries/reap.sql");
 fn jq_reap(max_jobs: default!(Option<i32>, 10000)) -> spi::Result<i32> {
     let max_jobs = input::max_jobs(max_jobs);
     let now = clock::now();
-    let reaped = returned_rows(REAP, &[max_jobs.into(), now.into()])?;
-    Ok(i32::try_from(reaped).expect("reaped at most max_jobs rows"))
+    returned_count(REAP, &[max_jobs.into(), now.into()])
 }

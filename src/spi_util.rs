@@ -9,7 +9,9 @@ pub fn changed_any(sql: &str, args: &[DatumWithOid]) -> spi::Result<bool> {
     Spi::connect_mut(|client| Ok(!client.update(sql, None, args)?.is_empty()))
 }
 
-/// Runs a data-changing statement and counts the rows it returned.
-pub fn returned_rows(sql: &str, args: &[DatumWithOid]) -> spi::Result<usize> {
-    Spi::connect_mut(|client| Ok(client.update(sql, None, args)?.len()))
+/// Runs a data-changing statement bounded by a `max_jobs: i32` argument, and counts the rows it
+/// returned (which the bound keeps within i32).
+pub fn returned_count(sql: &str, args: &[DatumWithOid]) -> spi::Result<i32> {
+    let rows = Spi::connect_mut(|client| client.update(sql, None, args).map(|table| table.len()))?;
+    Ok(i32::try_from(rows).expect("at most max_jobs rows"))
 }

@@ -492,6 +492,187 @@ mod tests {
         assert_eq!(claim("q", "w", "30 s").map(|c| c.0), Some(a2));
     }
 
+    /// Collects the ids a query returns, in its order.
+    fn ids(sql: &str) -> Vec<i64> {
+        Spi::connect(|c| c.select(sql, None, &[]).unwrap().map(|r| r.get::<i64>(1).unwrap().unwrap()).collect())
+    }
+
+    /// Our choice for ordering keys: a dead or cancelled job no longer holds its key, so the jobs
+    /// behind it run. A pending head with a future run_at does hold it.
+    #[pg_test]
+    fn ordering_key_dead_or_cancelled_heads_let_the_rest_pass() {
+        let dead = one::<i64>("SELECT jq_enqueue('q', '{}', max_attempts => 1, ordering_key => 'k')");
+        let cancelled = one::<i64>("SELECT jq_enqueue('q', '{}', ordering_key => 'k')");
+        let third = one::<i64>("SELECT jq_enqueue('q', '{}', ordering_key => 'k')");
+        let (_, token) = claim("q", "w", "30 s").unwrap();
+        assert!(one::<bool>(&format!("SELECT jq_fail({dead}, 'w', {token}, 'E', retryable => false)")));
+        assert!(one::<bool>(&format!("SELECT jq_cancel({cancelled})")));
+        assert_eq!(claim("q", "w", "30 s").map(|c| c.0), Some(third));
+    }
+
+    #[pg_test]
+    fn ordering_key_head_with_a_future_run_at_holds_the_key() {
+        one::<i64>("SELECT jq_enqueue('q', '{}', run_at => clock_timestamp() + interval '1 hour', ordering_key => 'k')");
+        one::<i64>("SELECT jq_enqueue('q', '{}', ordering_key => 'k')");
+        let other = one::<i64>("SELECT jq_enqueue('q', '{}', ordering_key => 'other')");
+        assert_eq!(ids("SELECT id FROM jq_claim('q', 'w', batch_size => 10)"), vec![other]);
+    }
+
+    #[pg_test]
+    fn ordering_key_redriven_head_waits_for_the_running_job_then_goes_first() {
+        let first = one::<i64>("SELECT jq_enqueue('q', '{}', max_attempts => 1, ordering_key => 'k')");
+        let second = one::<i64>("SELECT jq_enqueue('q', '{}', ordering_key => 'k')");
+        one::<i64>("SELECT jq_enqueue('q', '{}', ordering_key => 'k')");
+        let (_, t1) = claim("q", "w", "30 s").unwrap();
+        assert!(one::<bool>(&format!("SELECT jq_fail({first}, 'w', {t1}, 'E', retryable => false)")));
+        let (running, t2) = claim("q", "w", "30 s").unwrap();
+        assert_eq!(running, second);
+        assert!(one::<bool>(&format!("SELECT jq_retry({first})")));
+        assert_eq!(claim("q", "w", "30 s"), None, "the re-driven head waits while `second` runs");
+        assert!(complete(second, "w", t2));
+        assert_eq!(claim("q", "w", "30 s").map(|c| c.0), Some(first));
+        assert_eq!(claim("q", "w", "30 s"), None, "the third job waits for the re-driven head");
+    }
+
+    #[pg_test]
+    fn concurrency_limit_caps_running_jobs_of_the_queue() {
+        run("INSERT INTO jq_queues (queue_name, concurrency_limit) VALUES ('lim', 2)");
+        run("SELECT jq_enqueue_batch('lim', array_fill('{}'::jsonb, ARRAY[5]))");
+        let first = ids("SELECT id FROM jq_claim('lim', 'w', batch_size => 5)");
+        assert_eq!(first.len(), 2);
+        assert_eq!(ids("SELECT id FROM jq_claim('lim', 'w')").len(), 0);
+        let token = one::<i64>(&format!("SELECT lease_token FROM jq_jobs WHERE id = {}", first[0]));
+        assert!(complete(first[0], "w", token));
+        assert_eq!(ids("SELECT id FROM jq_claim('lim', 'w', batch_size => 5)").len(), 1);
+        run("UPDATE jq_queues SET concurrency_limit = NULL WHERE queue_name = 'lim'");
+        assert_eq!(ids("SELECT id FROM jq_claim('lim', 'w', batch_size => 5)").len(), 2);
+    }
+
+    #[pg_test]
+    fn an_expired_but_unreaped_job_still_takes_a_slot() {
+        run("INSERT INTO jq_queues (queue_name, concurrency_limit) VALUES ('lim', 1)");
+        run("SELECT jq_enqueue_batch('lim', array_fill('{}'::jsonb, ARRAY[2]))");
+        claim("lim", "w", "1 second").unwrap();
+        sleep(1.1);
+        assert_eq!(claim("lim", "w", "30 s"), None);
+        assert_eq!(one::<i32>("SELECT jq_reap()"), 1);
+        run("UPDATE jq_jobs SET available_at = clock_timestamp() WHERE status = 'pending'");
+        assert!(claim("lim", "w", "30 s").is_some());
+    }
+
+    #[pg_test]
+    fn a_starving_job_is_claimed_before_fresher_higher_priorities() {
+        run("INSERT INTO jq_queues (queue_name, starvation_limit) VALUES ('f', '1 minute')");
+        let fresh_high = one::<i64>("SELECT jq_enqueue('f', '{}', priority => 100)");
+        let waiting_low = one::<i64>("SELECT jq_enqueue('f', '{}', priority => -5, run_at => clock_timestamp() - interval '30 s')");
+        let starving_low = one::<i64>("SELECT jq_enqueue('f', '{}', priority => -10, run_at => clock_timestamp() - interval '2 minutes')");
+        assert_eq!(
+            ids("SELECT id FROM jq_claim('f', 'w', batch_size => 10)"),
+            vec![starving_low, fresh_high, waiting_low],
+            "the starving job first, then strict priority"
+        );
+    }
+
+    #[pg_test]
+    fn without_a_starvation_limit_priority_is_strict() {
+        run("INSERT INTO jq_queues (queue_name, starvation_limit) VALUES ('s', NULL)");
+        let high = one::<i64>("SELECT jq_enqueue('s', '{}', priority => 1)");
+        let old_low = one::<i64>("SELECT jq_enqueue('s', '{}', run_at => clock_timestamp() - interval '1 day')");
+        assert_eq!(ids("SELECT id FROM jq_claim('s', 'w', batch_size => 10)"), vec![high, old_low]);
+    }
+
+    #[pg_test]
+    fn a_setting_change_applies_to_the_next_claim_not_the_running_job() {
+        run("INSERT INTO jq_queues (queue_name, max_runtime) VALUES ('m', '90 seconds')");
+        let id = enqueue("m");
+        let (_, token) = claim("m", "w", "30 s").unwrap();
+        run("UPDATE jq_queues SET max_runtime = '1 hour', default_lease = '10 minutes' WHERE queue_name = 'm'");
+        assert!(one::<bool>(&format!("SELECT jq_heartbeat({id}, 'w', {token}, interval '10 minutes')")));
+        assert!(one::<bool>(&format!(
+            "SELECT lease_expires_at = claimed_at + interval '90 s' FROM jq_jobs WHERE id = {id}"
+        )));
+        enqueue("m");
+        assert!(one::<bool>("SELECT lease_expires_at > clock_timestamp() + interval '9 minutes' FROM jq_claim('m', 'w')"));
+    }
+
+    /// Kills `n` jobs of `queue` through the API: claim, then a non-retryable failure with `code`.
+    fn make_dead(queue: &str, n: i32, code: &str) -> Vec<i64> {
+        run(&format!("SELECT jq_enqueue_batch('{queue}', array_fill('{{}}'::jsonb, ARRAY[{n}]))"));
+        (0..n)
+            .map(|_| {
+                let (id, token) = claim(queue, "w", "30 s").unwrap();
+                assert!(one::<bool>(&format!("SELECT jq_fail({id}, 'w', {token}, '{code}', retryable => false)")));
+                id
+            })
+            .collect()
+    }
+
+    #[pg_test]
+    fn retry_dead_redrives_a_queues_dead_jobs_by_error_code_in_bounded_batches() {
+        let timeouts = make_dead("d", 3, "TIMEOUT");
+        let bad = make_dead("d", 2, "BAD_PAYLOAD");
+        make_dead("elsewhere", 1, "TIMEOUT");
+        assert_eq!(one::<i32>("SELECT jq_retry_dead('d', 'TIMEOUT', max_jobs => 2)"), 2);
+        assert_eq!(one::<i32>("SELECT jq_retry_dead('d', 'TIMEOUT')"), 1);
+        for id in &timeouts {
+            assert_eq!(status(*id), "pending");
+        }
+        for id in &bad {
+            assert_eq!(status(*id), "dead");
+        }
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_job_events WHERE event = 'retried'"), 3);
+        assert_eq!(one::<i32>("SELECT jq_retry_dead('d')"), 2, "NULL error_code: every dead job");
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_jobs WHERE status = 'dead'"), 1, "other queues untouched");
+    }
+
+    #[pg_test]
+    fn retry_dead_leaves_a_job_whose_dedup_key_is_taken() {
+        let old = one::<i64>("SELECT jq_enqueue('d', '{}', max_attempts => 1, dedup_key => 'k')");
+        let (_, token) = claim("d", "w", "30 s").unwrap();
+        assert!(fail(old, "w", token));
+        let newer = one::<i64>("SELECT jq_enqueue('d', '{}', dedup_key => 'k')");
+        assert_ne!(newer, old);
+        assert_eq!(one::<i32>("SELECT jq_retry_dead('d')"), 0);
+        assert_eq!(status(old), "dead");
+    }
+
+    #[pg_test]
+    fn purge_dead_deletes_dead_jobs_and_their_history() {
+        let timeouts = make_dead("d", 2, "TIMEOUT");
+        make_dead("d", 1, "BAD_PAYLOAD");
+        assert_eq!(one::<i32>("SELECT jq_purge_dead('d', 'TIMEOUT')"), 2);
+        assert_eq!(one::<i64>(&format!("SELECT count(*) FROM jq_jobs WHERE id = ANY(ARRAY{timeouts:?})")), 0);
+        assert_eq!(one::<i64>(&format!("SELECT count(*) FROM jq_job_events WHERE job_id = ANY(ARRAY{timeouts:?})")), 0);
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_jobs WHERE status = 'dead'"), 1);
+    }
+
+    #[pg_test]
+    fn prune_deletes_finished_jobs_past_their_queues_retention() {
+        run("INSERT INTO jq_queues (queue_name, retention) VALUES ('short', '1 hour'), ('forever', NULL)");
+        for queue in ["short", "forever", "default"] {
+            run(&format!("SELECT jq_enqueue_batch('{queue}', array_fill('{{}}'::jsonb, ARRAY[2]))"));
+            for _ in 0..2 {
+                let (id, token) = claim(queue, "w", "30 s").unwrap();
+                assert!(complete(id, "w", token));
+            }
+        }
+        make_dead("short", 1, "E");
+        // Age the history: one job of each queue finished 2 hours ago, the other 8 days ago.
+        run("UPDATE jq_jobs SET finished_at = clock_timestamp() - interval '2 hours' WHERE status = 'succeeded' AND id % 2 = 0");
+        run("UPDATE jq_jobs SET finished_at = clock_timestamp() - interval '8 days' WHERE status IN ('succeeded', 'dead') AND id % 2 = 1");
+        run("UPDATE jq_jobs SET finished_at = clock_timestamp() - interval '8 days' WHERE status = 'dead'");
+        assert_eq!(one::<i32>("SELECT jq_prune(max_jobs => 1)"), 1);
+        assert_eq!(one::<i32>("SELECT jq_prune()"), 2);
+        assert_eq!(one::<i32>("SELECT jq_prune()"), 0);
+        assert!(one::<bool>(
+            "SELECT count(*) FILTER (WHERE queue_name = 'short' AND status = 'succeeded') = 0
+                AND count(*) FILTER (WHERE queue_name = 'forever') = 2
+                AND count(*) FILTER (WHERE queue_name = 'default') = 1
+                AND count(*) FILTER (WHERE status = 'dead') = 1
+             FROM jq_jobs"
+        ));
+    }
+
     #[pg_test]
     fn stats_count_each_state_per_queue() {
         run("SELECT jq_enqueue_batch('s', array_fill('{}'::jsonb, ARRAY[4]))");
@@ -535,6 +716,9 @@ mod tests {
             "INSERT INTO jq_queues (queue_name, backoff_base, backoff_cap) VALUES ('q', '1 min', '1 s')",
             "INSERT INTO jq_queues (queue_name, max_runtime) VALUES ('q', '-1 s')",
             "INSERT INTO jq_queues (queue_name) VALUES ('bad name')",
+            "INSERT INTO jq_queues (queue_name, concurrency_limit) VALUES ('q', 0)",
+            "INSERT INTO jq_queues (queue_name, starvation_limit) VALUES ('q', '0 s')",
+            "INSERT INTO jq_queues (queue_name, retention) VALUES ('q', '-1 day')",
         ] {
             assert!(error_of(bad).starts_with("23514"), "{bad} was accepted");
         }
@@ -603,6 +787,9 @@ mod tests {
         assert_refused(&format!("SELECT jq_fail({id}, 'w', {token}, '')"), "22023", "error_code");
         assert_refused(&format!("SELECT jq_fail({id}, 'w', {token}, 'E', retry_in => interval '-1 s')"), "22023", "retry_in");
         assert_refused("SELECT jq_reap(0)", "22023", "max_jobs");
+        assert_refused("SELECT jq_prune(0)", "22023", "max_jobs");
+        assert_refused("SELECT jq_retry_dead(NULL)", "22004", "queue_name");
+        assert_refused("SELECT jq_purge_dead('q', max_jobs => -1)", "22023", "max_jobs");
         assert_refused("SELECT jq_retry(NULL)", "22004", "job_id");
         assert_refused("SELECT jq_cancel(NULL)", "22004", "job_id");
         assert_eq!(row_text(id), before);
@@ -634,10 +821,11 @@ mod tests {
         let now = crate::clock::now();
         let claim_plan = Spi::explain_with_args(
             include_str!("../sql/queries/claim.sql"),
-            &["q2".into(), "w".into(), Option::<pgrx::datum::Interval>::None.into(), 10i32.into(), now.into()],
+            &["q2".into(), "w".into(), Option::<pgrx::datum::Interval>::None.into(), 10i32.into(), now.into(), false.into()],
         )
         .unwrap();
         assert_plan_reads_index(&claim_plan.0, "jq_jobs_claim");
+        assert_plan_reads_index(&claim_plan.0, "jq_jobs_fifo");
 
         let reap_plan =
             Spi::explain_with_args(include_str!("../sql/queries/reap.sql"), &[10000i32.into(), now.into()]).unwrap();

@@ -1,0 +1,19 @@
+-- $1 max_jobs, $2 now
+-- Deletes up to $1 succeeded or cancelled jobs that finished longer ago than their queue's retention
+-- (7 days for a queue without a settings row; a NULL retention keeps them), oldest first.
+WITH picked AS (
+    SELECT j.id
+    FROM jq_jobs j
+    LEFT JOIN jq_queues q ON q.queue_name = j.queue_name
+    WHERE j.status IN ('succeeded', 'cancelled')
+      AND j.finished_at < $2 - CASE WHEN q.queue_name IS NULL THEN interval '7 days'
+                                    ELSE q.retention END
+    ORDER BY j.finished_at
+    LIMIT $1
+    FOR UPDATE OF j SKIP LOCKED
+)
+DELETE FROM jq_jobs j
+USING picked p
+WHERE j.id = p.id
+  AND j.status IN ('succeeded', 'cancelled')
+RETURNING j.id

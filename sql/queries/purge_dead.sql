@@ -1,0 +1,17 @@
+-- $1 queue_name, $2 error_code (NULL: any), $3 max_jobs
+-- Deletes up to $3 dead jobs of the queue (their events go with them), those that died longest ago first.
+WITH picked AS (
+    SELECT j.id
+    FROM jq_jobs j
+    WHERE j.queue_name = $1
+      AND j.status = 'dead'
+      AND ($2::text IS NULL OR j.last_error_code = $2)
+    ORDER BY j.finished_at
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM jq_jobs j
+USING picked p
+WHERE j.id = p.id
+  AND j.status = 'dead'
+RETURNING j.id

@@ -1,0 +1,31 @@
+-- $1 queue_name, $2 error_code (NULL: any), $3 max_jobs, $4 now
+-- Re-drives up to $3 dead jobs of the queue, those that died longest ago first.
+WITH picked AS (
+    SELECT j.id, j.attempt_count
+    FROM jq_jobs j
+    WHERE j.queue_name = $1
+      AND j.status = 'dead'
+      AND ($2::text IS NULL OR j.last_error_code = $2)
+      -- A job whose dedup key a newer live job holds stays dead: re-driving it would break dedup.
+      AND (j.dedup_key IS NULL OR NOT EXISTS (
+            SELECT 1 FROM jq_jobs l
+            WHERE l.queue_name = j.queue_name AND l.dedup_key = j.dedup_key
+              AND l.status IN ('pending', 'running')))
+    ORDER BY j.finished_at
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+), redriven AS (
+    UPDATE jq_jobs j
+    SET status = 'pending',
+        available_at = $4,
+        attempt_count = 0,
+        finished_at = NULL
+    FROM picked p
+    WHERE j.id = p.id
+      AND j.status = 'dead'
+    RETURNING j.id, j.queue_name, j.lease_token, p.attempt_count
+)
+INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, lease_token)
+SELECT r.id, r.queue_name, 'retried', 'pending', $4, r.attempt_count, r.lease_token
+FROM redriven r
+RETURNING job_id
