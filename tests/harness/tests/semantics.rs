@@ -1,0 +1,253 @@
+//! Queue semantics under concurrency: dedup races, per-key ordering, the concurrency limit and
+//! fairness, each with several real sessions.
+//!
+//! Workers log `start` after their claim commits and `end` in the same transaction as their
+//! completion, numbered by a sequence. For any job that really ran after another finished,
+//! end(first) < start(second) in that numbering, so the log gives an exact order to check.
+
+use std::collections::HashMap;
+use std::thread;
+use std::time::Duration;
+
+use jq_harness::{wait_until, Client, Cluster};
+
+const RUN_LOG: &str = "CREATE TABLE run_log (seq bigserial PRIMARY KEY, job_id bigint, key text, event text)";
+
+/// Claims and completes jobs of `queue` until none is pending or running, logging each run.
+fn logging_worker(mut client: Client, queue: &'static str, worker: String, work: Duration) {
+    loop {
+        let claimed = client
+            .query_opt("SELECT id, payload->>'key', lease_token FROM jq_claim($1, $2, interval '1 minute')", &[&queue, &worker])
+            .unwrap();
+        let Some(row) = claimed else {
+            let live: bool = client
+                .query_one("SELECT EXISTS (SELECT 1 FROM jq_jobs WHERE queue_name = $1 AND status IN ('pending', 'running'))", &[&queue])
+                .unwrap()
+                .get(0);
+            if !live {
+                return;
+            }
+            thread::sleep(Duration::from_millis(2));
+            continue;
+        };
+        let (id, key, token): (i64, Option<String>, i64) = (row.get(0), row.get(1), row.get(2));
+        client.execute("INSERT INTO run_log (job_id, key, event) VALUES ($1, $2, 'start')", &[&id, &key]).unwrap();
+        thread::sleep(work);
+        let mut tx = client.transaction().unwrap();
+        tx.execute("INSERT INTO run_log (job_id, key, event) VALUES ($1, $2, 'end')", &[&id, &key]).unwrap();
+        let done: bool = tx.query_one("SELECT jq_complete($1, $2, $3)", &[&id, &worker, &token]).unwrap().get(0);
+        assert!(done, "job {id}: the completion was refused");
+        tx.commit().unwrap();
+    }
+}
+
+fn run_workers(cluster: &Cluster, queue: &'static str, workers: usize, work: Duration) {
+    let handles: Vec<_> = (0..workers)
+        .map(|w| {
+            let client = cluster.connect();
+            thread::spawn(move || logging_worker(client, queue, format!("worker-{w}"), work))
+        })
+        .collect();
+    for handle in handles {
+        handle.join().expect("worker thread");
+    }
+}
+
+/// The run log in sequence order: (job_id, key, event).
+fn run_log(client: &mut Client) -> Vec<(i64, Option<String>, String)> {
+    client
+        .query("SELECT job_id, key, event FROM run_log ORDER BY seq", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
+}
+
+/// Eight sessions enqueue the same dedup key at the same moment, over and over: every call gets the
+/// same id back, and exactly one job exists.
+#[test]
+fn concurrent_enqueues_of_one_dedup_key_make_one_job() {
+    let cluster = Cluster::start();
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            let mut client = cluster.connect();
+            thread::spawn(move || {
+                (0..50)
+                    .map(|_| client.query_one("SELECT jq_enqueue('d', '{}', dedup_key => 'same')", &[]).unwrap().get::<_, i64>(0))
+                    .collect::<Vec<i64>>()
+            })
+        })
+        .collect();
+    let ids: Vec<i64> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    assert!(ids.iter().all(|&id| id == ids[0]), "different ids for one live dedup key");
+    let jobs: i64 = cluster.connect().query_one("SELECT count(*) FROM jq_jobs", &[]).unwrap().get(0);
+    assert_eq!(jobs, 1);
+}
+
+/// The dedup race at its sharpest: B enqueues the key while A's insert of it is not yet committed.
+/// B waits for A and then returns A's job; had A rolled back, B would have inserted its own.
+#[test]
+fn a_dedup_enqueue_waits_for_an_uncommitted_one_and_returns_its_id() {
+    let cluster = Cluster::start();
+    let (mut a, mut b, mut observer) = (cluster.connect(), cluster.connect(), cluster.connect());
+    for commit in [true, false] {
+        let key = format!("k-{commit}");
+        let b_pid: i32 = b.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+        let mut tx = a.transaction().unwrap();
+        let a_id: i64 = tx.query_one("SELECT jq_enqueue('d', '{}', dedup_key => $1)", &[&key]).unwrap().get(0);
+        let b_key = key.clone();
+        let b_call = thread::spawn(move || {
+            let id: i64 = b.query_one("SELECT jq_enqueue('d', '{}', dedup_key => $1)", &[&b_key]).unwrap().get(0);
+            (b, id)
+        });
+        wait_until("B waits on A's uncommitted insert", || {
+            observer
+                .query_one("SELECT wait_event_type IS NOT DISTINCT FROM 'Lock' FROM pg_stat_activity WHERE pid = $1", &[&b_pid])
+                .unwrap()
+                .get(0)
+        });
+        if commit {
+            tx.commit().unwrap();
+        } else {
+            tx.rollback().unwrap();
+        }
+        let (returned_b, b_id) = b_call.join().unwrap();
+        b = returned_b;
+        if commit {
+            assert_eq!(b_id, a_id, "B must return the job A committed");
+        } else {
+            assert_ne!(b_id, a_id, "A rolled back: B inserts its own job");
+        }
+        let live: i64 = observer
+            .query_one("SELECT count(*) FROM jq_jobs WHERE dedup_key = $1", &[&key])
+            .unwrap()
+            .get(0);
+        assert_eq!(live, 1);
+    }
+}
+
+/// Eight claimers, 50 ordering keys of 20 jobs each: no two jobs of a key ever run at once, and each
+/// key's jobs run in id order.
+#[test]
+fn ordering_keys_run_one_at_a_time_in_id_order_under_eight_claimers() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client.batch_execute(RUN_LOG).unwrap();
+    client
+        .batch_execute(
+            "SELECT jq_enqueue('ordered', jsonb_build_object('key', 'k' || (i % 50)), ordering_key => 'k' || (i % 50))
+             FROM generate_series(1, 1000) i",
+        )
+        .unwrap();
+    run_workers(&cluster, "ordered", 8, Duration::from_millis(1));
+
+    let mut by_key: HashMap<String, Vec<(i64, String)>> = HashMap::new();
+    for (id, key, event) in run_log(&mut client) {
+        by_key.entry(key.unwrap()).or_default().push((id, event));
+    }
+    assert_eq!(by_key.len(), 50);
+    for (key, events) in by_key {
+        assert_eq!(events.len(), 40, "key {key}: every job runs once");
+        for (i, pair) in events.chunks(2).enumerate() {
+            assert_eq!(pair[0].1, "start", "key {key}: a job started while another ran");
+            assert_eq!(pair[1], (pair[0].0, "end".to_string()), "key {key}: two jobs overlapped");
+            if i > 0 {
+                assert!(pair[0].0 > events[2 * i - 2].0, "key {key}: out of id order");
+            }
+        }
+    }
+}
+
+/// A limit of 3 with 8 claimers: never more than 3 of the queue's jobs run at once.
+#[test]
+fn a_concurrency_limit_of_three_holds_under_eight_claimers() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client.batch_execute(RUN_LOG).unwrap();
+    client
+        .batch_execute(
+            "INSERT INTO jq_queues (queue_name, concurrency_limit) VALUES ('limited', 3);
+             SELECT count(*) FROM jq_enqueue_batch('limited', array_fill('{}'::jsonb, ARRAY[300]))",
+        )
+        .unwrap();
+    run_workers(&cluster, "limited", 8, Duration::from_millis(5));
+
+    let (mut running, mut most) = (0, 0);
+    let log = run_log(&mut client);
+    assert_eq!(log.len(), 600, "every job runs once");
+    for (_, _, event) in log {
+        running += if event == "start" { 1 } else { -1 };
+        most = most.max(running);
+    }
+    assert!(most <= 3, "{most} jobs of a queue limited to 3 ran at once");
+    println!("most jobs running at once under a limit of 3: {most}");
+}
+
+/// Under a sustained flood of high-priority jobs (a producer keeps at least 100 of them pending, so
+/// strict priority order would never reach a lower one), a low-priority job waits out its queue's
+/// starvation limit and is then claimed ahead of younger high-priority jobs.
+#[test]
+fn a_low_priority_job_is_not_starved_by_a_flood() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "INSERT INTO jq_queues (queue_name, starvation_limit) VALUES ('flood', '1 second');
+             SELECT count(*) FROM jq_enqueue_batch('flood', array_fill('{}'::jsonb, ARRAY[200]), priority => 10)",
+        )
+        .unwrap();
+    let low: i64 = client.query_one("SELECT jq_enqueue('flood', '{\"low\": true}', priority => 0)", &[]).unwrap().get(0);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    let (mut producer, producer_stop) = (cluster.connect(), stop.clone());
+    threads.push(thread::spawn(move || {
+        while !producer_stop.load(Ordering::Relaxed) {
+            producer
+                .batch_execute(
+                    "SELECT count(*) FROM jq_enqueue_batch('flood', array_fill('{}'::jsonb, ARRAY[50]), priority => 10)
+                     WHERE (SELECT count(*) FROM jq_jobs WHERE queue_name = 'flood' AND status = 'pending') < 150",
+                )
+                .unwrap();
+            thread::sleep(Duration::from_millis(5));
+        }
+    }));
+    for w in 0..3 {
+        let (mut c, stop) = (cluster.connect(), stop.clone());
+        threads.push(thread::spawn(move || {
+            let worker = format!("w{w}");
+            while !stop.load(Ordering::Relaxed) {
+                let rows = c.query("SELECT id, lease_token FROM jq_claim('flood', $1, interval '1 minute')", &[&worker]).unwrap();
+                for r in rows {
+                    c.query_one("SELECT jq_complete($1, $2, $3)", &[&r.get::<_, i64>(0), &worker, &r.get::<_, i64>(1)]).unwrap();
+                }
+                thread::sleep(Duration::from_millis(2));
+            }
+        }));
+    }
+    wait_until("the low-priority job has been claimed", || {
+        client.query_one("SELECT claimed_at IS NOT NULL FROM jq_jobs WHERE id = $1", &[&low]).unwrap().get(0)
+    });
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+
+    let row = client
+        .query_one(
+            "SELECT extract(epoch FROM l.claimed_at - l.available_at)::float8,
+                    (SELECT count(*) FROM jq_jobs h
+                     WHERE h.priority = 10 AND h.available_at < l.claimed_at
+                       AND (h.claimed_at IS NULL OR h.claimed_at > l.claimed_at))
+             FROM jq_jobs l WHERE l.id = $1",
+            &[&low],
+        )
+        .unwrap();
+    let (waited, overtaken): (f64, i64) = (row.get(0), row.get(1));
+    assert!(overtaken > 0, "the low job ran only once no high-priority job was waiting: no fairness shown");
+    assert!(waited >= 1.0, "claimed after {waited} s, before its starvation limit, while higher priorities waited");
+    println!("low-priority job claimed after {waited:.2} s (starvation limit 1 s), ahead of {overtaken} waiting high-priority jobs");
+}
