@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the test layers: `unit` (#[pg_test] inside a pgrx-managed server), `integration` (several
-# connections to a real throwaway server), or `all`. Expects the extension to be installed.
+# Runs the test layers: `unit` (#[pg_test] inside a pgrx-managed server), `isolation` (PostgreSQL's
+# isolation tester), `integration` (several connections to real throwaway servers), or `all`.
+# Expects the extension to be installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unset RUST_BACKTRACE   # it would put backtraces into error DETAIL lines
@@ -22,6 +23,35 @@ unit() {
   fi
 }
 
+# PostgreSQL's isolation tester: sessions, steps and permutations with expected output
+# (tests/isolation), on a temporary server that pg_isolation_regress starts itself.
+isolation() {
+  echo "== isolation tests (pg_isolation_regress)"
+  local pgxs=/usr/lib/postgresql/15/lib/pgxs/src/test/isolation
+  local work
+  work=$(mktemp -d "${TMPDIR:-/tmp}/pg_jobqueue-isolation.XXXXXX")
+  cp -r tests/isolation/specs tests/isolation/expected "$work/"
+  local specs
+  specs=$(cd tests/isolation/specs && ls ./*.spec | sed 's|^\./||; s|\.spec$||')
+  local run=()
+  if [ "$(id -u)" -eq 0 ]; then chown -R postgres: "$work"; run=(runuser -u postgres --); fi
+  local status=0
+  (cd "$work" && "${run[@]}" "$pgxs/pg_isolation_regress" --temp-instance="$work/instance" \
+      --bindir=/usr/lib/postgresql/15/bin --inputdir="$work" --outputdir="$work" \
+      --load-extension=pg_jobqueue $specs) 2>&1 | tee "$work/summary" || status=$?
+  [ -f "$work/regression.diffs" ] && cat "$work/regression.diffs"
+  # pg_isolation_regress prints ok/FAILED per spec; count them for the closing line.
+  local passed failed
+  passed=$(grep -cE '^test .* \.\.\. ok' "$work/summary" || true)
+  failed=$(grep -cE '^test .* \.\.\. FAILED' "$work/summary" || true)
+  echo "test result: isolation. $passed passed; $failed failed" >> "$log"
+  if [ "$status" -ne 0 ]; then
+    echo "isolation tests failed; outputs kept in $work" >&2
+    return "$status"
+  fi
+  rm -rf "$work"
+}
+
 integration() {
   echo "== integration tests (real server, many connections)"
   cargo test -p jq-harness --tests -- --test-threads=1 2>&1 | tee -a "$log"
@@ -30,8 +60,9 @@ integration() {
 case "$layer" in
   unit) unit ;;
   integration) integration ;;
-  all) unit; integration ;;
-  *) echo "usage: test.sh unit|integration|all" >&2; exit 2 ;;
+  isolation) isolation ;;
+  all) unit; isolation; integration ;;
+  *) echo "usage: test.sh unit|isolation|integration|all" >&2; exit 2 ;;
 esac
 # One closing line for every layer together, summed from cargo's per-binary results.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) } }
