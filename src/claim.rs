@@ -6,10 +6,12 @@ use pgrx::datum::DatumWithOid;
 use pgrx::spi::{self, SpiClient};
 
 use crate::payload::Payload;
+use crate::spi_util::first_value;
 use crate::{clock, input};
 
 const CLAIM: &str = include_str!("../sql/queries/claim.sql");
 const ADMIT: &str = include_str!("../sql/queries/claim_admit.sql");
+const RUNNING: &str = include_str!("../sql/queries/claim_running.sql");
 
 /// One claimed job, in the column order of jq_claim's result.
 type ClaimedJob = (i64, String, Payload, i32, i32, i32, i64, TimestampWithTimeZone);
@@ -49,16 +51,24 @@ fn jq_claim(
     let batch_size = input::batch_size(batch_size);
     let now = clock::now();
 
-    let args = |admitted: bool| -> [DatumWithOid<'static>; 6] {
+    let args = |batch_size: i32, admitted: bool| -> [DatumWithOid<'static>; 6] {
         [queue_name.into(), worker.into(), lease.into(), batch_size.into(), now.into(), admitted.into()]
     };
     let mut jobs = Spi::connect_mut(|client| {
-        let jobs = claim_rows(client, &args(false))?;
-        // Taking the row lock is also the test for a limit: it returns no row for an unlimited queue.
-        if !jobs.is_empty() || client.update(ADMIT, None, &[queue_name.into()])?.is_empty() {
+        let jobs = claim_rows(client, &args(batch_size, false))?;
+        if !jobs.is_empty() {
             return Ok(jobs);
         }
-        claim_rows(client, &args(true))
+        // Taking the row lock is also the test for a limit: it returns no row for an unlimited queue.
+        let Some(limit) = first_value::<i32>(client.update(ADMIT, None, &[queue_name.into()])?)? else {
+            return Ok(jobs);
+        };
+        let running = first_value::<i64>(client.select(RUNNING, None, &[queue_name.into()])?)?.unwrap_or(0);
+        let free = i64::from(limit) - running;
+        if free <= 0 {
+            return Ok(jobs);
+        }
+        claim_rows(client, &args(batch_size.min(free as i32), true))
     })?;
     jobs.sort_unstable_by_key(|(_, order)| *order);
     Ok(TableIterator::new(jobs.into_iter().map(|(job, _)| job)))

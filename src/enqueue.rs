@@ -5,6 +5,7 @@ use pgrx::prelude::*;
 use pgrx::spi;
 
 use crate::payload::Payload;
+use crate::spi_util::first_value;
 use crate::{clock, input};
 
 const INSERT: &str = include_str!("../sql/queries/enqueue.sql");
@@ -46,13 +47,13 @@ fn jq_enqueue(
                 now.into(),
             ],
         )?;
-        if let Some(id) = first_id(inserted)? {
+        if let Some(id) = first_value::<i64>(inserted)? {
             return Ok(id);
         }
         // A live job holds the key. It may finish between the two statements; then the key is free
         // and the insert is tried again.
         let holder = client.select(LIVE_HOLDER_OF_KEY, None, &[queue_name.into(), dedup_key.into()])?;
-        if let Some(id) = first_id(holder)? {
+        if let Some(id) = first_value::<i64>(holder)? {
             return Ok(id);
         }
     })
@@ -90,12 +91,4 @@ fn jq_enqueue_batch(
             .collect::<spi::Result<Vec<i64>>>()
     })?;
     Ok(SetOfIterator::new(ids))
-}
-
-/// The id in the first row, if there is a row.
-fn first_id(rows: spi::SpiTupleTable) -> spi::Result<Option<i64>> {
-    if rows.is_empty() {
-        return Ok(None);
-    }
-    rows.first().get_one::<i64>()
 }

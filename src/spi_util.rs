@@ -15,3 +15,12 @@ pub fn returned_count(sql: &str, args: &[DatumWithOid]) -> spi::Result<i32> {
     let rows = Spi::connect_mut(|client| client.update(sql, None, args).map(|table| table.len()))?;
     Ok(i32::try_from(rows).expect("at most max_jobs rows"))
 }
+
+/// The first column of the first row, or None when there is no row (SPI itself errors on `first()`
+/// of an empty result).
+pub fn first_value<T: FromDatum + IntoDatum>(rows: spi::SpiTupleTable) -> spi::Result<Option<T>> {
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    rows.first().get_one::<T>()
+}

@@ -819,33 +819,51 @@ mod tests {
         run("ANALYZE jq_jobs");
 
         let now = crate::clock::now();
-        let claim_plan = Spi::explain_with_args(
-            include_str!("../sql/queries/claim.sql"),
-            &["q2".into(), "w".into(), Option::<pgrx::datum::Interval>::None.into(), 10i32.into(), now.into(), false.into()],
-        )
-        .unwrap();
-        assert_plan_reads_index(&claim_plan.0, "jq_jobs_claim");
-        assert_plan_reads_index(&claim_plan.0, "jq_jobs_fifo");
+        let claim_plan = |batch: i32, admitted: bool| {
+            let args = ["q2".into(), "w".into(), Option::<pgrx::datum::Interval>::None.into(), batch.into(), now.into(), admitted.into()];
+            Spi::explain_with_args(include_str!("../sql/queries/claim.sql"), &args).unwrap().0
+        };
+        for (batch, admitted) in [(1, false), (100, false), (100, true)] {
+            let plan = claim_plan(batch, admitted);
+            assert_no_sort_and_no_seq_scan(&plan);
+            for index in ["jq_jobs_claim", "jq_jobs_fifo", "jq_jobs_pkey"] {
+                assert_reads_index(&plan, index);
+            }
+        }
+        // A batch near the size of a small queue may fetch its candidates and sort them, which is
+        // cheap there; what must hold at every size is that the UPDATE stays a primary-key lookup.
+        let plan = claim_plan(1000, true);
+        assert_no_seq_scan(&plan);
+        assert_reads_index(&plan, "jq_jobs_pkey");
 
         let reap_plan =
             Spi::explain_with_args(include_str!("../sql/queries/reap.sql"), &[10000i32.into(), now.into()]).unwrap();
-        assert_plan_reads_index(&reap_plan.0, "jq_jobs_running");
+        assert_no_sort_and_no_seq_scan(&reap_plan.0);
+        assert_reads_index(&reap_plan.0, "jq_jobs_running");
     }
 
-    fn assert_plan_reads_index(plan: &serde_json::Value, index: &str) {
+    fn plan_nodes(plan: &serde_json::Value) -> Vec<&serde_json::Value> {
         let mut nodes = Vec::new();
         collect_plan_nodes(plan, &mut nodes);
-        let text = plan.to_string();
-        for node in &nodes {
-            let kind = node["Node Type"].as_str().unwrap_or_default();
-            assert_ne!(kind, "Sort", "the plan sorts: {text}");
-            if kind == "Seq Scan" {
-                assert_ne!(node["Relation Name"], "jq_jobs", "the plan scans jq_jobs sequentially: {text}");
-            }
+        nodes
+    }
+
+    fn assert_no_seq_scan(plan: &serde_json::Value) {
+        for node in plan_nodes(plan) {
+            let scans_jobs = node["Node Type"] == "Seq Scan" && node["Relation Name"] == "jq_jobs";
+            assert!(!scans_jobs, "the plan scans jq_jobs sequentially: {plan}");
         }
+    }
+
+    fn assert_no_sort_and_no_seq_scan(plan: &serde_json::Value) {
+        assert_no_seq_scan(plan);
+        assert!(plan_nodes(plan).iter().all(|n| n["Node Type"] != "Sort"), "the plan sorts: {plan}");
+    }
+
+    fn assert_reads_index(plan: &serde_json::Value, index: &str) {
         assert!(
-            nodes.iter().any(|n| n["Index Name"] == index && n["Node Type"].as_str().unwrap_or_default().contains("Index")),
-            "the plan does not read {index}: {text}"
+            plan_nodes(plan).iter().any(|n| n["Index Name"] == index),
+            "the plan does not read {index}: {plan}"
         );
     }
 

@@ -1,65 +1,68 @@
 -- $1 queue_name, $2 worker, $3 lease (NULL: queue default), $4 batch_size, $5 now,
--- $6 admitted: true only after the caller holds the queue's row lock (see claim.rs)
+-- $6 admitted: true only after the caller holds a limited queue's row lock and has reduced $4 to
+--    the free slots (see claim.rs); a limited queue claims nothing without it.
 --
 -- One statement: pick up to $4 claimable rows, skipping rows another claimer has locked, and turn
 -- exactly those into running rows with a fresh lease and the next fencing token.
+--
+-- Plan notes, checked by the plan test: every LIMIT is the plain $4, which the planner sees, so it
+-- expects a handful of rows; and the UPDATE finds its rows by `id = ANY(...)`, a primary-key lookup
+-- whatever the estimate. (A LIMIT the planner cannot see made it expect thousands of rows and apply
+-- the UPDATE through a sequential scan of the whole table.)
 WITH queue AS (
     SELECT coalesce($3, q.default_lease, interval '60 seconds') AS lease,
            q.max_runtime,
-           coalesce(q.paused, false) AS paused,
+           NOT coalesce(q.paused, false) AND (q.concurrency_limit IS NULL OR $6) AS open,
            -- Jobs available before this are starving. A queue without a row has the default limit;
            -- a NULL limit means none, and '-infinity' then matches no job.
            coalesce($5 - CASE WHEN q.queue_name IS NULL THEN interval '5 minutes'
                               ELSE q.starvation_limit END,
-                    '-infinity') AS starving_before,
-           -- How many jobs this claim may take. A limited queue takes none until the caller holds
-           -- its row lock; then the count of running jobs is read in this statement's snapshot,
-           -- taken after that lock, so it includes every claim that committed before.
-           CASE WHEN q.concurrency_limit IS NULL THEN $4
-                WHEN $6 THEN greatest(0, least($4, q.concurrency_limit - (
-                         SELECT count(*) FROM jq_jobs r WHERE r.queue_name = $1 AND r.status = 'running')))
-                ELSE 0 END AS slots
+                    '-infinity') AS starving_before
     FROM (VALUES (1)) AS one
     LEFT JOIN jq_queues q ON q.queue_name = $1
-), starving AS (
-    -- Fairness first: jobs that waited past the starvation limit, oldest first, whatever their
-    -- priority. Usually one index probe that finds nothing.
-    SELECT j.id
-    FROM jq_jobs j
-    WHERE j.queue_name = $1
-      AND j.status = 'pending'
-      AND j.available_at <= (SELECT starving_before FROM queue)
-      AND NOT (SELECT paused FROM queue)
-      AND (j.ordering_key IS NULL OR NOT EXISTS (
-            SELECT 1 FROM jq_jobs k
-            WHERE k.queue_name = j.queue_name AND k.ordering_key = j.ordering_key
-              AND k.status IN ('pending', 'running') AND k.id <> j.id
-              AND (k.status = 'running' OR k.id < j.id)))
-    ORDER BY j.available_at, j.id
-    LIMIT (SELECT slots FROM queue)
-    FOR UPDATE OF j SKIP LOCKED
-), prioritized AS (
-    -- Then priority order among the rest.
-    SELECT j.id
-    FROM jq_jobs j
-    WHERE j.queue_name = $1
-      AND j.status = 'pending'
-      AND j.available_at <= $5
-      AND j.available_at > (SELECT starving_before FROM queue)
-      AND NOT (SELECT paused FROM queue)
-      -- Ordering keys: a keyed job waits while another job of its key runs or an earlier one is pending.
-      AND (j.ordering_key IS NULL OR NOT EXISTS (
-            SELECT 1 FROM jq_jobs k
-            WHERE k.queue_name = j.queue_name AND k.ordering_key = j.ordering_key
-              AND k.status IN ('pending', 'running') AND k.id <> j.id
-              AND (k.status = 'running' OR k.id < j.id)))
-    ORDER BY j.priority DESC, j.available_at, j.id
-    LIMIT (SELECT slots FROM queue) - (SELECT count(*) FROM starving)
-    FOR UPDATE OF j SKIP LOCKED
 ), picked AS (
-    SELECT id, true AS starved FROM starving
+    -- Fairness first: jobs that waited past the starvation limit, oldest first, whatever their
+    -- priority; usually one index probe that finds nothing. Then priority order among the rest.
+    -- UNION ALL runs its branches in order and LIMIT stops it, so the second branch locks rows only
+    -- when the first did not fill the batch. The branches may overlap (a starving job is also in
+    -- priority order); the second returns such a row again, already locked by this statement, and
+    -- `id = ANY(...)` below updates it once. Excluding starving jobs from the second branch instead
+    -- would make the planner expect a narrow range there and sort.
+    SELECT id FROM (
+        SELECT j.id
+        FROM jq_jobs j
+        WHERE j.queue_name = $1
+          AND j.status = 'pending'
+          AND j.available_at <= (SELECT starving_before FROM queue)
+          AND (SELECT open FROM queue)
+          AND (j.ordering_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM jq_jobs k
+                WHERE k.queue_name = j.queue_name AND k.ordering_key = j.ordering_key
+                  AND k.status IN ('pending', 'running') AND k.id <> j.id
+                  AND (k.status = 'running' OR k.id < j.id)))
+        ORDER BY j.available_at, j.id
+        LIMIT $4
+        FOR UPDATE OF j SKIP LOCKED
+    ) AS starving
     UNION ALL
-    SELECT id, false FROM prioritized
+    SELECT id FROM (
+        SELECT j.id
+        FROM jq_jobs j
+        WHERE j.queue_name = $1
+          AND j.status = 'pending'
+          AND j.available_at <= $5
+          AND (SELECT open FROM queue)
+          -- Ordering keys: a keyed job waits while another job of its key runs or an earlier one is pending.
+          AND (j.ordering_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM jq_jobs k
+                WHERE k.queue_name = j.queue_name AND k.ordering_key = j.ordering_key
+                  AND k.status IN ('pending', 'running') AND k.id <> j.id
+                  AND (k.status = 'running' OR k.id < j.id)))
+        ORDER BY j.priority DESC, j.available_at, j.id
+        LIMIT $4
+        FOR UPDATE OF j SKIP LOCKED
+    ) AS prioritized
+    LIMIT $4
 ), claimed AS (
     UPDATE jq_jobs j
     SET status = 'running',
@@ -71,10 +74,11 @@ WITH queue AS (
         run_deadline = $5 + queue.max_runtime,
         -- least() skips NULL: without a max_runtime the lease is the full length.
         lease_expires_at = least($5 + queue.lease, $5 + queue.max_runtime)
-    FROM picked, queue
-    WHERE j.id = picked.id
+    FROM queue
+    WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING j.id, j.queue_name, j.payload, j.priority, j.attempt_count, j.max_attempts,
-              j.lease_token, j.lease_expires_at, j.available_at, picked.starved
+              j.lease_token, j.lease_expires_at, j.available_at,
+              j.available_at <= queue.starving_before AS starved
 )
 -- No ORDER BY: the caller orders the (at most batch_size) returned rows, so the plan has no Sort node.
 SELECT id, queue_name, payload, priority, attempt_count, max_attempts, lease_token, lease_expires_at,
