@@ -10,7 +10,7 @@ else
 INSTALL_FLAGS := --sudo
 endif
 
-.PHONY: all setup build install test test-unit test-integration demo clean
+.PHONY: all setup build install test test-unit test-isolation test-integration demo bench-limit clean
 
 all: build
 
@@ -23,15 +23,22 @@ build: setup
 install: setup
 	cargo pgrx install --pg-config $(PG_CONFIG) $(INSTALL_FLAGS)
 
-# Every test layer: #[pg_test] unit and plan tests, then multi-connection tests on a real server.
+# Every test layer: #[pg_test] unit and plan tests, isolation specs, multi-connection tests.
 test: install
 	@scripts/test.sh all
 
 test-unit: install
 	@scripts/test.sh unit
 
+test-isolation: install
+	@scripts/test.sh isolation
+
 test-integration: install
 	@scripts/test.sh integration
+
+# What a concurrency limit costs a claim; see bench/limit_overhead.sh.
+bench-limit: install
+	@bench/limit_overhead.sh
 
 demo: install
 	@scripts/demo.sh
