@@ -1,6 +1,7 @@
 //! Operations on many finished jobs at once, each bounded by `max_jobs` so that a large backlog is
 //! worked off in short transactions: re-driving and purging dead jobs, and pruning old history.
 
+use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 use pgrx::spi;
 
@@ -10,6 +11,7 @@ use crate::{clock, input};
 const RETRY_DEAD: &str = include_str!("../sql/queries/retry_dead.sql");
 const PURGE_DEAD: &str = include_str!("../sql/queries/purge_dead.sql");
 const PRUNE: &str = include_str!("../sql/queries/prune.sql");
+const PRUNE_CUTOFF: &str = include_str!("../sql/queries/prune_cutoff.sql");
 
 /// Re-drives up to `max_jobs` dead jobs of a queue, optionally only those whose last error code is
 /// `error_code`, each as `jq_retry` would. Returns how many.
@@ -45,5 +47,7 @@ fn jq_purge_dead(
 #[search_path(@extschema@, pg_catalog, pg_temp)]
 fn jq_prune(max_jobs: default!(Option<i32>, 10000)) -> spi::Result<i32> {
     let max_jobs = input::max_jobs(max_jobs);
-    returned_count(PRUNE, &[max_jobs.into(), clock::now().into()])
+    let now = clock::now();
+    let cutoff = Spi::get_one_with_args::<TimestampWithTimeZone>(PRUNE_CUTOFF, &[now.into()])?;
+    returned_count(PRUNE, &[max_jobs.into(), now.into(), cutoff.into()])
 }

@@ -808,7 +808,8 @@ mod tests {
     }
 
     /// The plan test: with a history of finished jobs and a backlog of pending ones, the claim and the
-    /// reaper read their partial indexes, never scan jq_jobs sequentially and never sort.
+    /// reaper read their partial indexes, never scan jq_jobs sequentially and never sort; the stats
+    /// view and retention do not scan the table either.
     #[pg_test]
     fn claim_and_reap_plans_use_their_partial_indexes() {
         run("INSERT INTO jq_jobs (queue_name, payload, status, available_at, max_attempts, created_at, finished_at, attempt_count)
@@ -840,6 +841,22 @@ mod tests {
             Spi::explain_with_args(include_str!("../sql/queries/reap.sql"), &[10000i32.into(), now.into()]).unwrap();
         assert_no_sort_and_no_seq_scan(&reap_plan.0);
         assert_reads_index(&reap_plan.0, "jq_jobs_running");
+
+        // Operators' reads and retention grow with live work, not with the succeeded history.
+        let stats_plan = Spi::explain("SELECT * FROM jq_queue_stats").unwrap();
+        assert_no_seq_scan(&stats_plan.0);
+        let cutoff = Spi::get_one_with_args::<pgrx::datum::TimestampWithTimeZone>(
+            include_str!("../sql/queries/prune_cutoff.sql"),
+            &[now.into()],
+        )
+        .unwrap();
+        let prune_plan = Spi::explain_with_args(
+            include_str!("../sql/queries/prune.sql"),
+            &[10000i32.into(), now.into(), cutoff.into()],
+        )
+        .unwrap();
+        assert_no_seq_scan(&prune_plan.0);
+        assert_reads_index(&prune_plan.0, "jq_jobs_finished");
     }
 
     fn plan_nodes(plan: &serde_json::Value) -> Vec<&serde_json::Value> {

@@ -1,4 +1,4 @@
--- $1 max_jobs, $2 now
+-- $1 max_jobs, $2 now, $3 cutoff from prune_cutoff.sql
 -- Deletes up to $1 succeeded or cancelled jobs that finished longer ago than their queue's retention
 -- (7 days for a queue without a settings row; a NULL retention keeps them), oldest first.
 WITH picked AS (
@@ -6,6 +6,7 @@ WITH picked AS (
     FROM jq_jobs j
     LEFT JOIN jq_queues q ON q.queue_name = j.queue_name
     WHERE j.status IN ('succeeded', 'cancelled')
+      AND j.finished_at < $3
       AND j.finished_at < $2 - CASE WHEN q.queue_name IS NULL THEN interval '7 days'
                                     ELSE q.retention END
     ORDER BY j.finished_at
@@ -13,7 +14,6 @@ WITH picked AS (
     FOR UPDATE OF j SKIP LOCKED
 )
 DELETE FROM jq_jobs j
-USING picked p
-WHERE j.id = p.id
+WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
   AND j.status IN ('succeeded', 'cancelled')
 RETURNING j.id

@@ -11,7 +11,6 @@ WITH picked AS (
     FOR UPDATE SKIP LOCKED
 )
 DELETE FROM jq_jobs j
-USING picked p
-WHERE j.id = p.id
+WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
   AND j.status = 'dead'
 RETURNING j.id
