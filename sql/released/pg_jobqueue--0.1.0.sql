@@ -7,7 +7,7 @@ The ordering of items is not stable, it is driven by a dependency graph.
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:24
+-- src/lib.rs:25
 -- bootstrap
 -- pg_jobqueue schema. The tables are the truth; the jq_* functions change them only through guarded
 -- UPDATEs whose WHERE states the whole precondition of each transition.
@@ -30,6 +30,17 @@ CREATE TABLE jq_queues (
     max_runtime   interval
                   CONSTRAINT jq_queues_max_runtime_positive CHECK (max_runtime > interval '0'),
     paused        boolean NOT NULL DEFAULT false,
+    -- NULL: no limit. Otherwise at most this many jobs of the queue run at once, across all workers.
+    concurrency_limit int
+                  CONSTRAINT jq_queues_concurrency_limit_positive CHECK (concurrency_limit >= 1),
+    -- Fairness: a job claimable for longer than this is claimed before fresher jobs, whatever their
+    -- priority. NULL: strict priority order, with no bound on how long a low priority can wait.
+    starvation_limit interval DEFAULT '5 minutes'
+                  CONSTRAINT jq_queues_starvation_limit_positive CHECK (starvation_limit > interval '0'),
+    -- Succeeded and cancelled jobs older than this are deleted by jq_prune(). NULL: keep them.
+    -- Dead jobs are never pruned: they wait for an operator (jq_retry_dead, jq_purge_dead).
+    retention     interval DEFAULT '7 days'
+                  CONSTRAINT jq_queues_retention_positive CHECK (retention > interval '0'),
     CONSTRAINT jq_queues_backoff_cap_ge_base CHECK (backoff_cap >= backoff_base)
 );
 
@@ -73,6 +84,11 @@ CREATE TABLE jq_jobs (
 CREATE INDEX jq_jobs_claim ON jq_jobs (queue_name, priority DESC, available_at, id)
     WHERE status = 'pending';
 
+-- The same pending rows in arrival order, for fairness: the claim's first step asks whether any job
+-- has waited past the queue's starvation_limit, which the priority-ordered index cannot answer
+-- without reading every higher-priority entry first.
+CREATE INDEX jq_jobs_fifo ON jq_jobs (queue_name, available_at, id) WHERE status = 'pending';
+
 -- Running rows, for the reaper and per-queue running counts. Deliberately not keyed on
 -- lease_expires_at: a heartbeat changes only that column, so it stays a HOT update (no index
 -- insertions, and the old version is pruned on the page).
@@ -82,6 +98,9 @@ CREATE INDEX jq_jobs_running ON jq_jobs (queue_name) WHERE status = 'running';
 -- without reading succeeded history.
 CREATE INDEX jq_jobs_unresolved ON jq_jobs (queue_name, status, finished_at)
     WHERE status IN ('dead', 'cancelled');
+
+-- Finished jobs that retention deletes, oldest first. Dead jobs are not in it: they are kept.
+CREATE INDEX jq_jobs_finished ON jq_jobs (finished_at) WHERE status IN ('succeeded', 'cancelled');
 
 -- Dedup keys: unique among live jobs only, so a finished job frees its key. Enqueue relies on
 -- ON CONFLICT against this index, which is race-free where a read-then-insert is not.
@@ -209,7 +228,7 @@ AS 'MODULE_PATHNAME', 'jq_cancel_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/claim.rs:17
+-- src/claim.rs:26
 -- pg_jobqueue::claim::jq_claim
 CREATE  FUNCTION "jq_claim"(
 	"queue_name" TEXT, /* Option < & str > */
@@ -247,7 +266,7 @@ AS 'MODULE_PATHNAME', 'jq_complete_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/enqueue.rs:16
+-- src/enqueue.rs:17
 -- pg_jobqueue::enqueue::jq_enqueue
 CREATE  FUNCTION "jq_enqueue"(
 	"queue_name" TEXT, /* Option < & str > */
@@ -265,7 +284,7 @@ AS 'MODULE_PATHNAME', 'jq_enqueue_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/enqueue.rs:62
+-- src/enqueue.rs:63
 -- pg_jobqueue::enqueue::jq_enqueue_batch
 CREATE  FUNCTION "jq_enqueue_batch"(
 	"queue_name" TEXT, /* Option < & str > */
@@ -314,6 +333,32 @@ AS 'MODULE_PATHNAME', 'jq_heartbeat_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- src/retention.rs:46
+-- pg_jobqueue::retention::jq_prune
+CREATE  FUNCTION "jq_prune"(
+	"max_jobs" INT DEFAULT 10000 /* Option < i32 > */
+) RETURNS INT /* spi :: Result < i32 > */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO @extschema@, pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'jq_prune_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/retention.rs:32
+-- pg_jobqueue::retention::jq_purge_dead
+CREATE  FUNCTION "jq_purge_dead"(
+	"queue_name" TEXT, /* Option < & str > */
+	"error_code" TEXT DEFAULT NULL, /* Option < & str > */
+	"max_jobs" INT DEFAULT 1000 /* Option < i32 > */
+) RETURNS INT /* spi :: Result < i32 > */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO @extschema@, pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'jq_purge_dead_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- src/reap.rs:13
 -- pg_jobqueue::reap::jq_reap
 CREATE  FUNCTION "jq_reap"(
@@ -338,331 +383,16 @@ AS 'MODULE_PATHNAME', 'jq_retry_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/tests.rs:7
-CREATE SCHEMA IF NOT EXISTS tests; /* pg_jobqueue::tests::tests */
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:407
--- pg_jobqueue::tests::tests::a_stale_token_is_refused_after_reap_and_reclaim
-CREATE  FUNCTION tests."a_stale_token_is_refused_after_reap_and_reclaim"() RETURNS void
-STRICT
+-- src/retention.rs:18
+-- pg_jobqueue::retention::jq_retry_dead
+CREATE  FUNCTION "jq_retry_dead"(
+	"queue_name" TEXT, /* Option < & str > */
+	"error_code" TEXT DEFAULT NULL, /* Option < & str > */
+	"max_jobs" INT DEFAULT 1000 /* Option < i32 > */
+) RETURNS INT /* spi :: Result < i32 > */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO @extschema@, pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'a_stale_token_is_refused_after_reap_and_reclaim_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:233
--- pg_jobqueue::tests::tests::heartbeat_extends_by_the_claimed_length_or_by_extend
-CREATE  FUNCTION tests."heartbeat_extends_by_the_claimed_length_or_by_extend"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'heartbeat_extends_by_the_claimed_length_or_by_extend_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:333
--- pg_jobqueue::tests::tests::fail_with_retry_in_uses_that_delay
-CREATE  FUNCTION tests."fail_with_retry_in_uses_that_delay"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'fail_with_retry_in_uses_that_delay_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:145
--- pg_jobqueue::tests::tests::enqueue_batch_returns_ids_in_input_order
-CREATE  FUNCTION tests."enqueue_batch_returns_ids_in_input_order"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'enqueue_batch_returns_ids_in_input_order_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:530
--- pg_jobqueue::tests::tests::queue_settings_are_validated_by_constraints
-CREATE  FUNCTION tests."queue_settings_are_validated_by_constraints"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'queue_settings_are_validated_by_constraints_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:611
--- pg_jobqueue::tests::tests::only_a_superuser_can_change_a_limit
-CREATE  FUNCTION tests."only_a_superuser_can_change_a_limit"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'only_a_superuser_can_change_a_limit_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:199
--- pg_jobqueue::tests::tests::claim_sets_the_lease_and_increments_token_and_attempts
-CREATE  FUNCTION tests."claim_sets_the_lease_and_increments_token_and_attempts"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'claim_sets_the_lease_and_increments_token_and_attempts_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:161
--- pg_jobqueue::tests::tests::claim_follows_priority_then_available_at_then_id
-CREATE  FUNCTION tests."claim_follows_priority_then_available_at_then_id"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'claim_follows_priority_then_available_at_then_id_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:592
--- pg_jobqueue::tests::tests::bad_lease_holder_arguments_are_refused
-CREATE  FUNCTION tests."bad_lease_holder_arguments_are_refused"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'bad_lease_holder_arguments_are_refused_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:127
--- pg_jobqueue::tests::tests::ids_are_never_reused_and_ascend
-CREATE  FUNCTION tests."ids_are_never_reused_and_ascend"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'ids_are_never_reused_and_ascend_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:446
--- pg_jobqueue::tests::tests::cancel_revokes_a_running_lease_and_can_be_redriven
-CREATE  FUNCTION tests."cancel_revokes_a_running_lease_and_can_be_redriven"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'cancel_revokes_a_running_lease_and_can_be_redriven_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:346
--- pg_jobqueue::tests::tests::fail_not_retryable_or_on_the_last_attempt_is_dead
-CREATE  FUNCTION tests."fail_not_retryable_or_on_the_last_attempt_is_dead"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'fail_not_retryable_or_on_the_last_attempt_is_dead_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:176
--- pg_jobqueue::tests::tests::claim_batch_changes_exactly_the_rows_it_returns
-CREATE  FUNCTION tests."claim_batch_changes_exactly_the_rows_it_returns"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'claim_batch_changes_exactly_the_rows_it_returns_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:286
--- pg_jobqueue::tests::tests::lease_expiry_is_judged_at_the_time_of_each_call
-CREATE  FUNCTION tests."lease_expiry_is_judged_at_the_time_of_each_call"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'lease_expiry_is_judged_at_the_time_of_each_call_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:398
--- pg_jobqueue::tests::tests::reap_takes_at_most_max_jobs
-CREATE  FUNCTION tests."reap_takes_at_most_max_jobs"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'reap_takes_at_most_max_jobs_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:466
--- pg_jobqueue::tests::tests::dedup_key_returns_the_live_job_until_it_finishes
-CREATE  FUNCTION tests."dedup_key_returns_the_live_job_until_it_finishes"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'dedup_key_returns_the_live_job_until_it_finishes_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:576
--- pg_jobqueue::tests::tests::bad_claim_arguments_are_refused
-CREATE  FUNCTION tests."bad_claim_arguments_are_refused"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'bad_claim_arguments_are_refused_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:136
--- pg_jobqueue::tests::tests::run_at_delays_a_job
-CREATE  FUNCTION tests."run_at_delays_a_job"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'run_at_delays_a_job_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:106
--- pg_jobqueue::tests::tests::enqueue_stores_a_pending_job_with_defaults
-CREATE  FUNCTION tests."enqueue_stores_a_pending_job_with_defaults"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'enqueue_stores_a_pending_job_with_defaults_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:478
--- pg_jobqueue::tests::tests::ordering_key_runs_a_key_one_at_a_time_in_id_order
-CREATE  FUNCTION tests."ordering_key_runs_a_key_one_at_a_time_in_id_order"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'ordering_key_runs_a_key_one_at_a_time_in_id_order_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:373
--- pg_jobqueue::tests::tests::reap_returns_expired_leases_to_pending_or_dead
-CREATE  FUNCTION tests."reap_returns_expired_leases_to_pending_or_dead"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'reap_returns_expired_leases_to_pending_or_dead_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:512
--- pg_jobqueue::tests::tests::functions_work_whatever_the_callers_search_path
-CREATE  FUNCTION tests."functions_work_whatever_the_callers_search_path"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'functions_work_whatever_the_callers_search_path_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:264
--- pg_jobqueue::tests::tests::complete_needs_owner_token_and_an_unexpired_lease
-CREATE  FUNCTION tests."complete_needs_owner_token_and_an_unexpired_lease"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'complete_needs_owner_token_and_an_unexpired_lease_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:522
--- pg_jobqueue::tests::tests::every_table_is_kept_by_pg_dump
-CREATE  FUNCTION tests."every_table_is_kept_by_pg_dump"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'every_table_is_kept_by_pg_dump_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:320
--- pg_jobqueue::tests::tests::backoff_grows_exponentially_and_stops_at_the_cap
-CREATE  FUNCTION tests."backoff_grows_exponentially_and_stops_at_the_cap"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'backoff_grows_exponentially_and_stops_at_the_cap_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:562
--- pg_jobqueue::tests::tests::bad_batch_arguments_are_refused
-CREATE  FUNCTION tests."bad_batch_arguments_are_refused"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'bad_batch_arguments_are_refused_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:248
--- pg_jobqueue::tests::tests::heartbeat_never_extends_past_the_maximum_runtime
-CREATE  FUNCTION tests."heartbeat_never_extends_past_the_maximum_runtime"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'heartbeat_never_extends_past_the_maximum_runtime_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:364
--- pg_jobqueue::tests::tests::fail_keeps_error_messages_bounded
-CREATE  FUNCTION tests."fail_keeps_error_messages_bounded"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'fail_keeps_error_messages_bounded_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:117
--- pg_jobqueue::tests::tests::enqueue_takes_max_attempts_from_the_queue_unless_given
-CREATE  FUNCTION tests."enqueue_takes_max_attempts_from_the_queue_unless_given"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'enqueue_takes_max_attempts_from_the_queue_unless_given_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:544
--- pg_jobqueue::tests::tests::bad_enqueue_arguments_are_refused
-CREATE  FUNCTION tests."bad_enqueue_arguments_are_refused"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'bad_enqueue_arguments_are_refused_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:299
--- pg_jobqueue::tests::tests::fail_retryable_returns_the_job_to_pending_after_backoff
-CREATE  FUNCTION tests."fail_retryable_returns_the_job_to_pending_after_backoff"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'fail_retryable_returns_the_job_to_pending_after_backoff_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:625
--- pg_jobqueue::tests::tests::claim_and_reap_plans_use_their_partial_indexes
-CREATE  FUNCTION tests."claim_and_reap_plans_use_their_partial_indexes"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'claim_and_reap_plans_use_their_partial_indexes_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:213
--- pg_jobqueue::tests::tests::claim_uses_the_queue_default_lease_when_none_given
-CREATE  FUNCTION tests."claim_uses_the_queue_default_lease_when_none_given"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'claim_uses_the_queue_default_lease_when_none_given_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:495
--- pg_jobqueue::tests::tests::stats_count_each_state_per_queue
-CREATE  FUNCTION tests."stats_count_each_state_per_queue"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'stats_count_each_state_per_queue_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:222
--- pg_jobqueue::tests::tests::claim_returns_nothing_from_an_empty_or_paused_queue
-CREATE  FUNCTION tests."claim_returns_nothing_from_an_empty_or_paused_queue"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'claim_returns_nothing_from_an_empty_or_paused_queue_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/tests.rs:425
--- pg_jobqueue::tests::tests::t0_retry_redrives_a_dead_job_with_its_id_history_and_a_fresh_bu
-CREATE  FUNCTION tests."t0_retry_redrives_a_dead_job_with_its_id_history_and_a_fresh_bu"() RETURNS void
-STRICT
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 't0_retry_redrives_a_dead_job_with_its_id_history_and_a_fresh_bu_wrapper';
+AS 'MODULE_PATHNAME', 'jq_retry_dead_wrapper';
 /* </end connected objects> */
 
