@@ -1,8 +1,7 @@
 //! jq_claim: take claimable jobs under a lease.
 
-use pgrx::datum::{Interval, TimestampWithTimeZone};
+use pgrx::datum::{DatumWithOid, Interval, TimestampWithTimeZone};
 use pgrx::prelude::*;
-use pgrx::datum::DatumWithOid;
 use pgrx::spi::{self, SpiClient};
 
 use crate::payload::Payload;
