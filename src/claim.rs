@@ -6,7 +6,7 @@ use pgrx::spi::{self, SpiClient};
 
 use crate::payload::Payload;
 use crate::spi_util::first_value;
-use crate::{clock, input};
+use crate::{clock, guc, input, reap, reaper};
 
 const CLAIM: &str = include_str!("../sql/queries/claim.sql");
 const ADMIT: &str = include_str!("../sql/queries/claim_admit.sql");
@@ -48,6 +48,7 @@ fn jq_claim(
     let worker = input::worker(worker);
     let lease = input::lease_length("lease", lease);
     let batch_size = input::batch_size(batch_size);
+    recover_expired_leases(queue_name)?;
     let now = clock::now();
 
     let args = |batch_size: i32, admitted: bool| -> [DatumWithOid<'static>; 6] {
@@ -71,6 +72,17 @@ fn jq_claim(
     })?;
     jobs.sort_unstable_by_key(|(_, order)| *order);
     Ok(TableIterator::new(jobs.into_iter().map(|(job, _)| job)))
+}
+
+/// Inline recovery, for deployments with neither the background reaper nor pg_cron: a claim first
+/// reaps a few expired leases of its own queue, so a queue that has live workers always recovers.
+/// Skipped where a background reaper serves the database.
+fn recover_expired_leases(queue_name: &str) -> spi::Result<()> {
+    let max = guc::INLINE_REAP_MAX.get();
+    if max > 0 && !reaper::serves_this_database() {
+        reap::reap_expired(max, Some(queue_name))?;
+    }
+    Ok(())
 }
 
 fn claim_rows(client: &mut SpiClient, args: &[DatumWithOid]) -> spi::Result<Vec<(ClaimedJob, ClaimOrder)>> {

@@ -1,5 +1,9 @@
 //! Settings (`pg_jobqueue.*`). The limits are PGC_SUSET: only a superuser (or a role granted
 //! `SET ON PARAMETER`) can change them, so an ordinary client cannot switch a safety limit off.
+//! The background reaper's settings are read from the configuration file (PGC_SIGHUP: a reload
+//! applies them), except the list of databases, which fixes the workers at server start.
+
+use std::ffi::CString;
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
@@ -7,6 +11,13 @@ use pgrx::pg_sys;
 pub static MAX_PAYLOAD_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 pub static MAX_LEASE_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(24 * 60 * 60);
 pub static MAX_BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1000);
+pub static INLINE_REAP_MAX: GucSetting<i32> = GucSetting::<i32>::new(10);
+
+pub static REAPER_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
+pub static REAPER_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+pub static REAPER_MAX_JOBS: GucSetting<i32> = GucSetting::<i32>::new(10000);
+pub static PRUNE_INTERVAL_S: GucSetting<i32> = GucSetting::<i32>::new(60);
+pub static REAPER_DATABASES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"postgres"));
 
 pub fn init() {
     GucRegistry::define_int_guc(
@@ -39,5 +50,70 @@ pub fn init() {
         GucContext::Suset,
         GucFlags::default(),
     );
+    GucRegistry::define_int_guc(
+        c"pg_jobqueue.inline_reap_max",
+        c"Expired leases of its own queue a claim reaps first, when no background reaper serves the database.",
+        c"Keeps a queue with live workers recovering without pg_cron or preload. 0 turns it off.",
+        &INLINE_REAP_MAX,
+        0,
+        10000,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"pg_jobqueue.reaper_enabled",
+        c"Whether the background reaper reaps (it needs shared_preload_libraries).",
+        c"",
+        &REAPER_ENABLED,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"pg_jobqueue.reaper_interval",
+        c"Time between two passes of the background reaper.",
+        c"",
+        &REAPER_INTERVAL_MS,
+        10,
+        3_600_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"pg_jobqueue.reaper_max_jobs",
+        c"Most expired leases the background reaper reaps in one pass (one transaction).",
+        c"",
+        &REAPER_MAX_JOBS,
+        1,
+        1_000_000,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"pg_jobqueue.prune_interval",
+        c"Time between two retention passes (jq_prune) of the background reaper; 0 turns them off.",
+        c"",
+        &PRUNE_INTERVAL_S,
+        0,
+        86_400,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
+    // A PGC_POSTMASTER setting may only be defined while the library is being preloaded.
+    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        GucRegistry::define_string_guc(
+            c"pg_jobqueue.reaper_databases",
+            c"Databases the background reaper serves, comma-separated; one worker each.",
+            c"A database without the extension is skipped quietly until it is created there.",
+            &REAPER_DATABASES,
+            GucContext::Postmaster,
+            GucFlags::default(),
+        );
+    }
     unsafe { pg_sys::MarkGUCPrefixReserved(c"pg_jobqueue".as_ptr()) };
+}
+
+/// The databases named in `pg_jobqueue.reaper_databases`.
+pub fn reaper_databases() -> Vec<String> {
+    let list = REAPER_DATABASES.get().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    list.split(',').map(str::trim).filter(|db| !db.is_empty()).map(str::to_owned).collect()
 }

@@ -18,6 +18,7 @@ mod enqueue;
 mod lease;
 mod manage;
 mod reap;
+mod reaper;
 mod retention;
 
 ::pgrx::pg_module_magic!(name, version);
@@ -27,6 +28,9 @@ extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     guc::init();
+    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        reaper::register_workers();
+    }
 }
 
 #[cfg(any(test, feature = "pg_test"))]

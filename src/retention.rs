@@ -46,7 +46,11 @@ fn jq_purge_dead(
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(@extschema@, pg_catalog, pg_temp)]
 fn jq_prune(max_jobs: default!(Option<i32>, 10000)) -> spi::Result<i32> {
-    let max_jobs = input::max_jobs(max_jobs);
+    prune(input::max_jobs(max_jobs))
+}
+
+/// The body of `jq_prune`, also run by the background worker.
+pub fn prune(max_jobs: i32) -> spi::Result<i32> {
     let now = clock::now();
     let cutoff = Spi::get_one_with_args::<TimestampWithTimeZone>(PRUNE_CUTOFF, &[now.into()])?;
     returned_count(PRUNE, &[max_jobs.into(), now.into(), cutoff.into()])

@@ -550,6 +550,7 @@ mod tests {
 
     #[pg_test]
     fn an_expired_but_unreaped_job_still_takes_a_slot() {
+        run("SET LOCAL pg_jobqueue.inline_reap_max = 0");
         run("INSERT INTO jq_queues (queue_name, concurrency_limit) VALUES ('lim', 1)");
         run("SELECT jq_enqueue_batch('lim', array_fill('{}'::jsonb, ARRAY[2]))");
         claim("lim", "w", "1 second").unwrap();
@@ -558,6 +559,35 @@ mod tests {
         assert_eq!(one::<i32>("SELECT jq_reap()"), 1);
         run("UPDATE jq_jobs SET available_at = clock_timestamp() WHERE status = 'pending'");
         assert!(claim("lim", "w", "30 s").is_some());
+    }
+
+    /// Without a background reaper (this test server does not preload the library), a claim first
+    /// reaps expired leases of its own queue, and only of its own queue.
+    #[pg_test]
+    fn a_claim_recovers_expired_leases_of_its_queue_without_a_reaper() {
+        let stuck = enqueue("q");
+        let other_queue = enqueue("other");
+        claim("q", "dead-worker", "1 second").unwrap();
+        claim("other", "dead-worker", "1 second").unwrap();
+        sleep(1.1);
+        assert_eq!(claim("q", "live-worker", "30 s"), None, "the reaped job waits out its backoff");
+        assert_eq!(status(stuck), "pending");
+        assert_eq!(status(other_queue), "running", "another queue's lease is left to its own claimers");
+        assert!(one::<bool>(&format!(
+            "SELECT event = 'lease_expired' AND worker = 'dead-worker' FROM jq_job_events WHERE job_id = {stuck}"
+        )));
+        run(&format!("UPDATE jq_jobs SET available_at = clock_timestamp() WHERE id = {stuck}"));
+        assert_eq!(claim("q", "live-worker", "30 s").map(|c| c.0), Some(stuck));
+    }
+
+    #[pg_test]
+    fn inline_recovery_can_be_turned_off() {
+        run("SET LOCAL pg_jobqueue.inline_reap_max = 0");
+        let stuck = enqueue("q");
+        claim("q", "dead-worker", "1 second").unwrap();
+        sleep(1.1);
+        assert_eq!(claim("q", "live-worker", "30 s"), None);
+        assert_eq!(status(stuck), "running");
     }
 
     #[pg_test]
@@ -838,7 +868,8 @@ mod tests {
         assert_reads_index(&plan, "jq_jobs_pkey");
 
         let reap_plan =
-            Spi::explain_with_args(include_str!("../sql/queries/reap.sql"), &[10000i32.into(), now.into()]).unwrap();
+            Spi::explain_with_args(include_str!("../sql/queries/reap.sql"), &[10000i32.into(), now.into(), Option::<&str>::None.into()])
+                .unwrap();
         assert_no_sort_and_no_seq_scan(&reap_plan.0);
         assert_reads_index(&reap_plan.0, "jq_jobs_running");
 

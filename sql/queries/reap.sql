@@ -1,4 +1,4 @@
--- $1 max_jobs, $2 now
+-- $1 max_jobs, $2 now, $3 queue_name (NULL: every queue)
 -- Expired leases become pending after backoff, or dead when the attempts are spent. The locking
 -- subquery skips rows a worker is completing right now; re-checking status and expiry in the UPDATE
 -- keeps the transition guarded on its own, so a completion that commits first always wins.
@@ -7,6 +7,7 @@ WITH expired AS (
     FROM jq_jobs j
     WHERE j.status = 'running'
       AND j.lease_expires_at <= $2
+      AND ($3::text IS NULL OR j.queue_name = $3)
     LIMIT $1
     FOR UPDATE SKIP LOCKED
 ), reaped AS (
