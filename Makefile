@@ -10,7 +10,7 @@ else
 INSTALL_FLAGS := --sudo
 endif
 
-.PHONY: all setup build install test test-unit test-isolation test-integration demo bench-limit clean
+.PHONY: all setup build install test test-unit test-isolation test-integration demo bench-claim clean
 
 all: build
 
@@ -36,9 +36,9 @@ test-isolation: install
 test-integration: install
 	@scripts/test.sh integration
 
-# What a concurrency limit costs a claim; see bench/limit_overhead.sh.
-bench-limit: install
-	@bench/limit_overhead.sh
+# What inline recovery and a concurrency limit cost a claim; see bench/claim_overhead.sh.
+bench-claim: install
+	@bench/claim_overhead.sh
 
 demo: install
 	@scripts/demo.sh

@@ -1,5 +1,9 @@
 //! jq_claim: take claimable jobs under a lease.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
 use pgrx::datum::{DatumWithOid, Interval, TimestampWithTimeZone};
 use pgrx::prelude::*;
 use pgrx::spi::{self, SpiClient};
@@ -76,13 +80,31 @@ fn jq_claim(
 
 /// Inline recovery, for deployments with neither the background reaper nor pg_cron: a claim first
 /// reaps a few expired leases of its own queue, so a queue that has live workers always recovers.
-/// Skipped where a background reaper serves the database.
+/// Skipped where a background reaper serves the database, and done at most once per
+/// `inline_reap_interval` per session and queue, which is all recovery needs.
 fn recover_expired_leases(queue_name: &str) -> spi::Result<()> {
     let max = guc::INLINE_REAP_MAX.get();
-    if max > 0 && !reaper::serves_this_database() {
-        reap::reap_expired(max, Some(queue_name))?;
+    if max == 0 || reaper::serves_this_database() || !inline_reap_due(queue_name) {
+        return Ok(());
     }
-    Ok(())
+    reap::reap_expired(max, Some(queue_name)).map(|_| ())
+}
+
+thread_local! {
+    /// When this session last recovered each queue inline. A backend is one thread.
+    static LAST_INLINE_REAP: RefCell<HashMap<String, Instant>> = RefCell::new(HashMap::new());
+}
+
+fn inline_reap_due(queue_name: &str) -> bool {
+    let every = Duration::from_millis(guc::INLINE_REAP_INTERVAL_MS.get() as u64);
+    LAST_INLINE_REAP.with(|last| {
+        let mut last = last.borrow_mut();
+        if last.get(queue_name).is_some_and(|at| at.elapsed() < every) {
+            return false;
+        }
+        last.insert(queue_name.to_owned(), Instant::now());
+        true
+    })
 }
 
 fn claim_rows(client: &mut SpiClient, args: &[DatumWithOid]) -> spi::Result<Vec<(ClaimedJob, ClaimOrder)>> {

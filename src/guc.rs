@@ -12,6 +12,7 @@ pub static MAX_PAYLOAD_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 10
 pub static MAX_LEASE_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(24 * 60 * 60);
 pub static MAX_BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1000);
 pub static INLINE_REAP_MAX: GucSetting<i32> = GucSetting::<i32>::new(10);
+pub static INLINE_REAP_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 
 pub static REAPER_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
 pub static REAPER_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
@@ -59,6 +60,16 @@ pub fn init() {
         10000,
         GucContext::Suset,
         GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"pg_jobqueue.inline_reap_interval",
+        c"Least time between two inline recoveries of one queue by one session.",
+        c"Recovery needs no more than this; doing it on every claim would cost every claim a statement.",
+        &INLINE_REAP_INTERVAL_MS,
+        0,
+        3_600_000,
+        GucContext::Suset,
+        GucFlags::UNIT_MS,
     );
     GucRegistry::define_bool_guc(
         c"pg_jobqueue.reaper_enabled",

@@ -48,12 +48,17 @@ pub fn register_workers() {
 /// Whether a background reaper is reaping this backend's database right now, as far as this backend
 /// can know: the library was preloaded, the reaper is on and the database is on its list.
 pub fn serves_this_database() -> bool {
-    if !PRELOADED.load(Ordering::Relaxed) || !guc::REAPER_ENABLED.get() {
-        return false;
-    }
-    let name = unsafe { std::ffi::CStr::from_ptr(pg_sys::get_database_name(pg_sys::MyDatabaseId)) };
-    let name = name.to_string_lossy();
-    guc::reaper_databases().iter().any(|db| *db == name)
+    PRELOADED.load(Ordering::Relaxed) && guc::REAPER_ENABLED.get() && DATABASE_LISTED.with(|listed| *listed)
+}
+
+thread_local! {
+    /// Whether this backend's database is in pg_jobqueue.reaper_databases; both are fixed for the
+    /// life of a backend.
+    static DATABASE_LISTED: bool = {
+        let name = unsafe { std::ffi::CStr::from_ptr(pg_sys::get_database_name(pg_sys::MyDatabaseId)) };
+        let name = name.to_string_lossy();
+        guc::reaper_databases().iter().any(|db| *db == name)
+    };
 }
 
 #[pg_guard]

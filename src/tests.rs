@@ -565,6 +565,7 @@ mod tests {
     /// reaps expired leases of its own queue, and only of its own queue.
     #[pg_test]
     fn a_claim_recovers_expired_leases_of_its_queue_without_a_reaper() {
+        run("SET LOCAL pg_jobqueue.inline_reap_interval = 0");
         let stuck = enqueue("q");
         let other_queue = enqueue("other");
         claim("q", "dead-worker", "1 second").unwrap();
@@ -578,6 +579,19 @@ mod tests {
         )));
         run(&format!("UPDATE jq_jobs SET available_at = clock_timestamp() WHERE id = {stuck}"));
         assert_eq!(claim("q", "live-worker", "30 s").map(|c| c.0), Some(stuck));
+    }
+
+    /// A session recovers a queue inline at most once per inline_reap_interval: here its first claim
+    /// of the queue (which found nothing to reap) starts the interval, so the claim after the lease
+    /// expired does not reap.
+    #[pg_test]
+    fn inline_recovery_waits_out_its_interval() {
+        run("SET LOCAL pg_jobqueue.inline_reap_interval = '1h'");
+        let stuck = enqueue("q");
+        claim("q", "dead-worker", "1 second").unwrap();
+        sleep(1.1);
+        assert_eq!(claim("q", "live-worker", "30 s"), None);
+        assert_eq!(status(stuck), "running");
     }
 
     #[pg_test]

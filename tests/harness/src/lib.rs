@@ -14,6 +14,7 @@ pub use postgres::Client;
 pub struct Cluster {
     dir: PathBuf,
     port: u16,
+    stopped: bool,
 }
 
 impl Cluster {
@@ -33,9 +34,23 @@ impl Cluster {
             .status()
             .expect("scripts/pg.sh runs");
         assert!(status.success(), "the test server did not start (see {}/server.log)", dir.display());
-        let cluster = Cluster { dir, port };
+        let cluster = Cluster { dir, port, stopped: false };
         cluster.connect().batch_execute("CREATE EXTENSION pg_jobqueue").expect("CREATE EXTENSION");
         cluster
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
+    /// Stops the server with a fast shutdown, removes it, and says how long the shutdown took.
+    pub fn stop(mut self) -> Duration {
+        let started = Instant::now();
+        let status = Command::new(pg_script()).arg("stop").arg(&self.dir).status().expect("scripts/pg.sh runs");
+        assert!(status.success(), "the test server did not stop");
+        self.stopped = true;
+        started.elapsed()
     }
 
     pub fn connect(&self) -> Client {
@@ -46,7 +61,9 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let _ = Command::new(pg_script()).arg("stop").arg(&self.dir).status();
+        if !self.stopped {
+            let _ = Command::new(pg_script()).arg("stop").arg(&self.dir).status();
+        }
     }
 }
 
@@ -60,8 +77,13 @@ fn free_port() -> u16 {
 
 /// Polls `condition` until it holds. The limit is generous on purpose: tests wait for states, and
 /// only a state that never comes fails them.
-pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+pub fn wait_until(what: &str, condition: impl FnMut() -> bool) {
+    wait_until_within(what, Duration::from_secs(60), condition);
+}
+
+/// `wait_until` with another limit, for states that come on a schedule (pg_cron runs once a minute).
+pub fn wait_until_within(what: &str, limit: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
     while !condition() {
         assert!(Instant::now() < deadline, "timed out waiting until {what}");
         std::thread::sleep(Duration::from_millis(50));
