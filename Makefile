@@ -10,7 +10,7 @@ else
 INSTALL_FLAGS := --sudo
 endif
 
-.PHONY: all setup build install test test-unit test-isolation test-integration demo bench-claim clean
+.PHONY: all setup build install test test-unit test-isolation test-integration demo bench-claim bench-reap clean
 
 all: build
 
@@ -39,6 +39,10 @@ test-integration: install
 # What inline recovery and a concurrency limit cost a claim; see bench/claim_overhead.sh.
 bench-claim: install
 	@bench/claim_overhead.sh
+
+# How soon the background reaper reaps an expired lease; see bench/reap_latency.sh.
+bench-reap: install
+	@bench/reap_latency.sh
 
 demo: install
 	@scripts/demo.sh

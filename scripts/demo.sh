@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make demo: a throwaway server with pg_jobqueue preloaded, a few thousand jobs, four workers, one of
-# them killed while it holds a job. The killed worker's lease expires, jq_reap() returns the job, and
-# another worker finishes it. Stops its server when done.
+# them killed while it holds a job. The killed worker's lease expires, the background reaper returns
+# the job, and another worker finishes it. Stops its server when done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unset RUST_BACKTRACE
@@ -58,15 +58,14 @@ kill -9 "${pids[0]}" 2>/dev/null || true
                  WHERE application_name = 'demo-worker-1'" >/dev/null
 say "killed worker-1 while it held job $victim_job (lease token $victim_token)"
 
-# Until the background reaper exists, the demo reaps by calling jq_reap() once a second.
+# Nobody calls jq_reap(): the background reaper (preloaded, one pass a second) recovers the job.
 while :; do
   sleep 1
-  reaped=$("${PSQL[@]}" -c "SELECT jq_reap()")
   read -r pending scheduled running expiring dead succeeded <<<"$("${PSQL[@]}" -F ' ' -c "
       SELECT pending, scheduled, running, expiring_10s, dead,
              (SELECT count(*) FROM jq_jobs WHERE queue_name = 'demo' AND status = 'succeeded')
       FROM jq_queue_stats WHERE queue_name = 'demo'")"
-  say "pending $pending  scheduled $scheduled  running $running (expiring <10s: $expiring)  dead $dead  succeeded $succeeded  reaped now $reaped"
+  say "pending $pending  scheduled $scheduled  running $running (expiring <10s: $expiring)  dead $dead  succeeded $succeeded"
   [ "$((pending + scheduled + running))" -eq 0 ] && break
 done
 for pid in "${pids[@]:1}"; do wait "$pid"; done
@@ -76,6 +75,8 @@ say "the killed worker's job, from jq_jobs and its history in jq_job_events:"
 psql -X -c "SELECT id, status, attempt_count, lease_token, last_error_code FROM jq_jobs WHERE id = $victim_job"
 psql -X -c "SELECT event, status, attempt, worker, lease_token, error_code FROM jq_job_events
             WHERE job_id = $victim_job ORDER BY id"
+say "the background reaper's log:"
+grep 'pg_jobqueue reaper' "$DIR/server.log" | sed 's/^/    /'
 say "final state of every queue (jq_queue_stats), and jobs by status:"
 psql -X -c "SELECT * FROM jq_queue_stats"
 psql -X -c "SELECT status, count(*), sum(attempt_count) AS attempts FROM jq_jobs GROUP BY status ORDER BY status"

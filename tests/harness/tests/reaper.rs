@@ -41,18 +41,29 @@ fn reap_latency(client: &mut Client, id: i64) -> f64 {
 }
 
 /// The worker starts before the extension exists (that database is skipped quietly), then reaps an
-/// abandoned lease with nobody calling jq_reap() and no claims that could recover it inline.
+/// abandoned lease with nobody calling jq_reap() and no claims that could recover it inline, and
+/// runs retention.
 #[test]
 fn the_background_reaper_reaps_with_nobody_calling_jq_reap() {
-    let cluster = Cluster::start_with(&[PRELOADED, FAST_REAPER]);
+    let cluster = Cluster::start_with(&[PRELOADED, FAST_REAPER, "pg_jobqueue.prune_interval = '1s'"]);
     let mut client = cluster.connect();
     wait_until("the reaper shows in pg_stat_activity", || reaper_pid(&mut client).is_some());
     let id = abandon_a_job(&mut client, "bg");
     wait_until("the background reaper has reaped the lease", || status(&mut client, id) != "running");
     assert_eq!(status(&mut client, id), "pending");
     println!("background reaper (interval 200 ms): lease reaped {:.3} s after it expired", reap_latency(&mut client, id));
+
+    let old: i64 = client.query_one("SELECT jq_enqueue('bg', '{}', priority => 9)", &[]).unwrap().get(0);
+    let token: i64 = client.query_one("SELECT lease_token FROM jq_claim('bg', 'w')", &[]).unwrap().get(0);
+    client.query_one("SELECT jq_complete($1, 'w', $2)", &[&old, &token]).unwrap();
+    client.execute("UPDATE jq_jobs SET finished_at = now() - interval '8 days' WHERE id = $1", &[&old]).unwrap();
+    wait_until("the retention pass has deleted the old job", || {
+        client.query_one("SELECT count(*) = 0 FROM jq_jobs WHERE id = $1", &[&old]).unwrap().get(0)
+    });
+
     let log = cluster.log();
     assert!(log.contains("pg_jobqueue reaper: reaped 1 expired lease(s) in database postgres"), "{log}");
+    assert!(log.contains("pg_jobqueue reaper: pruned 1 finished job(s) in database postgres"), "{log}");
     assert!(!log.contains("pass failed"), "a pass failed: {log}");
 }
 
