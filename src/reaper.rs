@@ -13,13 +13,7 @@ use pgrx::spi;
 
 use crate::{guc, reap, retention};
 
-/// Puts the extension's schema first on this transaction's search_path, and says whether the
-/// extension is installed here at all. A background worker starts with the default search_path.
-const USE_EXTENSION_SCHEMA: &str = "\
-    SELECT pg_catalog.set_config('search_path', \
-           pg_catalog.quote_ident(n.nspname) || ', pg_catalog, pg_temp', true) \
-    FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace \
-    WHERE e.extname = 'pg_jobqueue'";
+const USE_EXTENSION_SCHEMA: &str = include_str!("../sql/queries/use_extension_schema.sql");
 
 /// True in every process of a server that preloaded the library (set in the postmaster, inherited).
 static PRELOADED: AtomicBool = AtomicBool::new(false);
