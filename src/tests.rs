@@ -581,27 +581,27 @@ mod tests {
         assert_eq!(claim("q", "live-worker", "30 s").map(|c| c.0), Some(stuck));
     }
 
-    /// A session recovers a queue inline at most once per inline_reap_interval: here its first claim
-    /// of the queue (which found nothing to reap) starts the interval, so the claim after the lease
-    /// expired does not reap.
-    #[pg_test]
-    fn inline_recovery_waits_out_its_interval() {
-        run("SET LOCAL pg_jobqueue.inline_reap_interval = '1h'");
+    /// Asserts that, with `setting`, a claim made after another worker's lease expired leaves that
+    /// lease alone.
+    fn assert_no_inline_recovery_with(setting: &str) {
+        run(&format!("SET LOCAL {setting}"));
         let stuck = enqueue("q");
         claim("q", "dead-worker", "1 second").unwrap();
         sleep(1.1);
         assert_eq!(claim("q", "live-worker", "30 s"), None);
-        assert_eq!(status(stuck), "running");
+        assert_eq!(status(stuck), "running", "{setting}");
+    }
+
+    /// A session recovers a queue inline at most once per inline_reap_interval: its first claim of
+    /// the queue (which found nothing to reap) starts the interval.
+    #[pg_test]
+    fn inline_recovery_waits_out_its_interval() {
+        assert_no_inline_recovery_with("pg_jobqueue.inline_reap_interval = '1h'");
     }
 
     #[pg_test]
     fn inline_recovery_can_be_turned_off() {
-        run("SET LOCAL pg_jobqueue.inline_reap_max = 0");
-        let stuck = enqueue("q");
-        claim("q", "dead-worker", "1 second").unwrap();
-        sleep(1.1);
-        assert_eq!(claim("q", "live-worker", "30 s"), None);
-        assert_eq!(status(stuck), "running");
+        assert_no_inline_recovery_with("pg_jobqueue.inline_reap_max = 0");
     }
 
     #[pg_test]
