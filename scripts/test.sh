@@ -11,6 +11,15 @@ started=$SECONDS
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
+# `cargo pgrx test` installs a build with the test functions (a `tests` schema) into the system
+# PostgreSQL. Put the plain build back, so the other layers test what users get and `make test`
+# leaves no test code installed.
+install_plain() {
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(--sudo)
+  cargo pgrx install --pg-config /usr/lib/postgresql/15/bin/pg_config "${sudo[@]}" >/dev/null
+}
+
 unit() {
   echo "== unit and plan tests (#[pg_test])"
   if [ "$(id -u)" -eq 0 ]; then
@@ -21,6 +30,7 @@ unit() {
   else
     cargo pgrx test pg15 2>&1 | tee -a "$log"
   fi
+  install_plain
 }
 
 # PostgreSQL's isolation tester: sessions, steps and permutations with expected output
