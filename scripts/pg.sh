@@ -2,6 +2,7 @@
 # A throwaway PostgreSQL 15 cluster for tests and the demo.
 #   scripts/pg.sh start DIR PORT [extra postgresql.conf lines...]   initdb if needed, then start
 #   scripts/pg.sh stop DIR                                           fast shutdown, then remove DIR
+#   scripts/pg.sh crash DIR                                          immediate shutdown (as a crash); keeps DIR
 # As root the server runs as the `postgres` user (PostgreSQL refuses to run as root).
 set -euo pipefail
 
@@ -40,9 +41,14 @@ stop() {
   rm -rf "$dir"
 }
 
-cmd=${1:?usage: pg.sh start DIR PORT [conf...] | stop DIR}; shift
+crash() {
+  as_pg "$BIN/pg_ctl" -D "$1" -m immediate -w -t 60 stop >/dev/null
+}
+
+cmd=${1:?usage: pg.sh start DIR PORT [conf...] | stop DIR | crash DIR}; shift
 case "$cmd" in
   start) start "$@" ;;
   stop) stop "$@" ;;
-  *) echo "usage: pg.sh start DIR PORT [conf...] | stop DIR" >&2; exit 2 ;;
+  crash) crash "$@" ;;
+  *) echo "usage: pg.sh start DIR PORT [conf...] | stop DIR | crash DIR" >&2; exit 2 ;;
 esac

@@ -665,6 +665,10 @@ mod tests {
             assert_eq!(status(*id), "dead");
         }
         assert_eq!(one::<i64>("SELECT count(*) FROM jq_job_events WHERE event = 'retried'"), 3);
+        assert!(
+            one::<bool>("SELECT bool_and(attempt = 1) FROM jq_job_events WHERE event = 'retried'"),
+            "a re-drive event keeps the attempt count the job died with"
+        );
         assert_eq!(one::<i32>("SELECT jq_retry_dead('d')"), 2, "NULL error_code: every dead job");
         assert_eq!(one::<i64>("SELECT count(*) FROM jq_jobs WHERE status = 'dead'"), 1, "other queues untouched");
     }

@@ -1,7 +1,9 @@
 -- $1 queue_name, $2 error_code (NULL: any), $3 max_jobs, $4 now
--- Re-drives up to $3 dead jobs of the queue, those that died longest ago first.
+-- Re-drives up to $3 dead jobs of the queue, those that died longest ago first. As in reap.sql, the
+-- UPDATE finds its rows by primary key, and the event's attempt count (the one before the re-drive)
+-- comes from a RETURNING subquery, which still sees the row as it was.
 WITH picked AS (
-    SELECT j.id, j.attempt_count
+    SELECT j.id
     FROM jq_jobs j
     WHERE j.queue_name = $1
       AND j.status = 'dead'
@@ -20,10 +22,10 @@ WITH picked AS (
         available_at = $4,
         attempt_count = 0,
         finished_at = NULL
-    FROM picked p
-    WHERE j.id = p.id
+    WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
       AND j.status = 'dead'
-    RETURNING j.id, j.queue_name, j.lease_token, p.attempt_count
+    RETURNING j.id, j.queue_name, j.lease_token,
+              (SELECT o.attempt_count FROM jq_jobs o WHERE o.id = j.id) AS attempt_count
 )
 INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, lease_token)
 SELECT r.id, r.queue_name, 'retried', 'pending', $4, r.attempt_count, r.lease_token

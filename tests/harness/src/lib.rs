@@ -39,6 +39,24 @@ impl Cluster {
         cluster
     }
 
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Stops the server as a crash would (`pg_ctl stop -m immediate`: no checkpoint, no goodbye to
+    /// clients), then starts it again on the same data, which runs crash recovery.
+    pub fn crash_and_restart(&self) {
+        let crashed = Command::new(pg_script()).arg("crash").arg(&self.dir).status().expect("scripts/pg.sh runs");
+        assert!(crashed.success(), "the immediate shutdown failed");
+        let started = Command::new(pg_script())
+            .arg("start")
+            .arg(&self.dir)
+            .arg(self.port.to_string())
+            .status()
+            .expect("scripts/pg.sh runs");
+        assert!(started.success(), "the server did not come back (see {}/server.log)", self.dir.display());
+    }
+
     /// The server's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()

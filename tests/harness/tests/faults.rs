@@ -1,0 +1,675 @@
+//! The lifecycle broken at every boundary, against real servers (issue 5). Each test says which
+//! boundary it breaks and asserts on the final state of every job. Durations are printed, never
+//! asserted. Boundaries 3, 7 and 8 are broken in lifecycle.rs and semantics.rs.
+
+use std::collections::{HashMap, HashSet};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use jq_harness::{wait_until, Client, Cluster};
+
+fn enqueue_many(client: &mut Client, queue: &str, n: i32) {
+    client
+        .execute("SELECT count(*) FROM jq_enqueue_batch($1, array_fill('{}'::jsonb, ARRAY[$2::int]))", &[&queue, &n])
+        .unwrap();
+}
+
+/// Claims one job; returns (id, lease_token).
+fn claim(client: &mut Client, queue: &str, worker: &str, lease: &str) -> Option<(i64, i64)> {
+    client
+        .query_opt("SELECT id, lease_token FROM jq_claim($1, $2, $3::text::interval)", &[&queue, &worker, &lease])
+        .unwrap()
+        .map(|row| (row.get(0), row.get(1)))
+}
+
+fn complete(client: &mut Client, id: i64, worker: &str, token: i64) -> bool {
+    client.query_one("SELECT jq_complete($1, $2, $3)", &[&id, &worker, &token]).unwrap().get(0)
+}
+
+fn job_state(client: &mut Client, id: i64) -> (String, i32, i64) {
+    let row = client
+        .query_one("SELECT status::text, attempt_count, lease_token FROM jq_jobs WHERE id = $1", &[&id])
+        .unwrap();
+    (row.get(0), row.get(1), row.get(2))
+}
+
+/// Reaps and claims until `worker` holds job `id` again (after its backoff); returns the new token.
+fn reclaim(client: &mut Client, queue: &str, id: i64, worker: &str) -> i64 {
+    let mut token = None;
+    wait_until("the abandoned job is reaped and claimed again", || {
+        client.query_one("SELECT jq_reap()", &[]).unwrap();
+        token = claim(client, queue, worker, "1 minute").map(|(claimed, token)| {
+            assert_eq!(claimed, id, "only the abandoned job is in the queue");
+            token
+        });
+        if token.is_none() {
+            thread::sleep(Duration::from_millis(50));
+        }
+        token.is_some()
+    });
+    token.unwrap()
+}
+
+/// Claims and completes every job of `queue`, reaping as it goes, until none is pending or running.
+fn drain(client: &mut Client, queue: &str) -> Vec<i64> {
+    let mut completed = Vec::new();
+    wait_until("the queue has drained", || {
+        client.query_one("SELECT jq_reap()", &[]).unwrap();
+        let rows = client
+            .query("SELECT id, lease_token FROM jq_claim($1, 'drainer', interval '1 minute', 100)", &[&queue])
+            .unwrap();
+        for row in &rows {
+            let (id, token): (i64, i64) = (row.get(0), row.get(1));
+            if complete(client, id, "drainer", token) {
+                completed.push(id);
+            }
+        }
+        let live: i64 = client
+            .query_one("SELECT count(*) FROM jq_jobs WHERE queue_name = $1 AND status IN ('pending', 'running')", &[&queue])
+            .unwrap()
+            .get(0);
+        if live > 0 && rows.is_empty() {
+            thread::sleep(Duration::from_millis(50));
+        }
+        live == 0
+    });
+    completed
+}
+
+/// Boundary 1: sixteen concurrent claimers, half taking one job at a time and half ten. Every
+/// (job, lease_token) is granted once, and no claim ever waits on a row another holds: each claimer
+/// runs with a 20 ms lock_timeout, so a single wait would fail its claim with an error.
+#[test]
+fn boundary_1_sixteen_claimers_grant_each_lease_once_without_waiting() {
+    const JOBS: i32 = 4000;
+    let cluster = Cluster::start();
+    enqueue_many(&mut cluster.connect(), "many", JOBS);
+    let claimers: Vec<_> = (0..16)
+        .map(|w| {
+            let mut client = cluster.connect();
+            thread::spawn(move || {
+                client.batch_execute("SET lock_timeout = '20ms'").unwrap();
+                let (worker, batch) = (format!("w{w}"), if w % 2 == 0 { 1 } else { 10 });
+                let mut grants = Vec::new();
+                loop {
+                    let rows = client
+                        .query("SELECT id, lease_token FROM jq_claim('many', $1, interval '1 minute', $2)", &[&worker, &batch])
+                        .expect("a claim failed: did it wait on a lock?");
+                    if rows.is_empty() {
+                        return grants;
+                    }
+                    for row in rows {
+                        let (id, token): (i64, i64) = (row.get(0), row.get(1));
+                        assert!(complete(&mut client, id, &worker, token));
+                        grants.push((id, token));
+                    }
+                }
+            })
+        })
+        .collect();
+    let grants: Vec<(i64, i64)> = claimers.into_iter().flat_map(|c| c.join().unwrap()).collect();
+    let unique: HashSet<_> = grants.iter().collect();
+    assert_eq!(unique.len(), grants.len(), "a (job, lease_token) was granted twice");
+    assert_eq!(grants.len(), JOBS as usize);
+    let row = cluster
+        .connect()
+        .query_one("SELECT count(*) FILTER (WHERE status = 'succeeded'), max(attempt_count) FROM jq_jobs", &[])
+        .unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i32>(1)), (JOBS as i64, 1));
+}
+
+/// Boundary 2: the worker dies after its claim committed and before it worked, three ways: its
+/// client process is SIGKILLed, its backend is terminated, its backend is killed with SIGKILL (which
+/// makes PostgreSQL restart every backend). Each time the lease expires, the job is reaped and
+/// claimed again, and the attempt is counted.
+#[test]
+fn boundary_2_a_worker_killed_after_its_claim_loses_nothing() {
+    let cluster = Cluster::start();
+    let mut observer = cluster.connect();
+
+    // 2a. SIGKILL of the client process, a psql that claims and then would work for ten minutes.
+    let id: i64 = observer.query_one("SELECT jq_enqueue('killed-client', '{}')", &[]).unwrap().get(0);
+    let mut client_process = Command::new("psql")
+        .args(["-X", "-q", "-h", "127.0.0.1", "-p", &cluster.port().to_string(), "-U", "postgres", "-d", "postgres"])
+        .args(["-c", "SELECT id FROM jq_claim('killed-client', 'doomed', interval '1 second')", "-c", "SELECT pg_sleep(600)"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("psql starts");
+    wait_until("the doomed client's claim has committed", || job_state(&mut observer, id).0 == "running");
+    client_process.kill().unwrap();
+    client_process.wait().unwrap();
+    let token = reclaim(&mut observer, "killed-client", id, "rescuer");
+    assert!(complete(&mut observer, id, "rescuer", token));
+    assert_eq!(job_state(&mut observer, id), ("succeeded".to_string(), 2, 2));
+
+    // 2b. pg_terminate_backend() of the worker's backend.
+    let id: i64 = observer.query_one("SELECT jq_enqueue('terminated', '{}')", &[]).unwrap().get(0);
+    let mut doomed = cluster.connect();
+    let pid: i32 = doomed.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    claim(&mut doomed, "terminated", "doomed", "1 second").unwrap();
+    let terminated: bool = observer.query_one("SELECT pg_terminate_backend($1)", &[&pid]).unwrap().get(0);
+    assert!(terminated);
+    assert!(doomed.query_one("SELECT 1", &[]).is_err(), "the doomed session is gone");
+    let token = reclaim(&mut observer, "terminated", id, "rescuer");
+    assert!(complete(&mut observer, id, "rescuer", token));
+    assert_eq!(job_state(&mut observer, id), ("succeeded".to_string(), 2, 2));
+
+    // 2c. SIGKILL of the worker's backend: the postmaster resets every backend and recovers.
+    let id: i64 = observer.query_one("SELECT jq_enqueue('killed-backend', '{}')", &[]).unwrap().get(0);
+    let mut doomed = cluster.connect();
+    let pid: i32 = doomed.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    claim(&mut doomed, "killed-backend", "doomed", "1 second").unwrap();
+    let killed = Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
+    assert!(killed.success());
+    drop(doomed);
+    let mut observer = None;
+    wait_until("the server has recovered from the killed backend", || {
+        observer = postgres::Client::connect(
+            &format!("host=127.0.0.1 port={} user=postgres dbname=postgres", cluster.port()),
+            postgres::NoTls,
+        )
+        .ok()
+        .filter(|c| !c.is_closed());
+        observer.as_mut().is_some_and(|c| c.query_one("SELECT 1", &[]).is_ok())
+    });
+    let mut observer = observer.unwrap();
+    assert_eq!(job_state(&mut observer, id).0, "running", "the committed claim survived the reset");
+    let token = reclaim(&mut observer, "killed-backend", id, "rescuer");
+    assert!(complete(&mut observer, id, "rescuer", token));
+    assert_eq!(job_state(&mut observer, id), ("succeeded".to_string(), 2, 2));
+}
+
+/// Boundary 4: a worker crashes after an external side effect and before completing. The two
+/// patterns the README teaches: (a) the job id as the idempotency key of the effect, so the retried
+/// run leaves exactly one effect; (b) the effect written in the completing transaction, so it
+/// happens exactly once, including when a stale worker tries again.
+#[test]
+fn boundary_4_side_effects_happen_once_with_either_pattern() {
+    let cluster = Cluster::start();
+    let mut setup = cluster.connect();
+    setup
+        .batch_execute(
+            "CREATE TABLE external_effects (idempotency_key bigint PRIMARY KEY, done_by text);
+             CREATE TABLE ledger (job_id bigint, amount int);",
+        )
+        .unwrap();
+
+    // (a) The effect is outside the job's transaction; its key is the job id.
+    let id: i64 = setup.query_one("SELECT jq_enqueue('effects', '{}')", &[]).unwrap().get(0);
+    let mut first = cluster.connect();
+    let (_, token) = claim(&mut first, "effects", "first", "1 second").unwrap();
+    first
+        .execute("INSERT INTO external_effects VALUES ($1, 'first') ON CONFLICT (idempotency_key) DO NOTHING", &[&id])
+        .unwrap();
+    drop(first); // crashes before jq_complete
+    let mut second = cluster.connect();
+    let retried = reclaim(&mut second, "effects", id, "second");
+    assert!(retried > token);
+    second
+        .execute("INSERT INTO external_effects VALUES ($1, 'second') ON CONFLICT (idempotency_key) DO NOTHING", &[&id])
+        .unwrap();
+    assert!(complete(&mut second, id, "second", retried));
+    let effects: i64 = second.query_one("SELECT count(*) FROM external_effects WHERE idempotency_key = $1", &[&id]).unwrap().get(0);
+    assert_eq!(effects, 1);
+
+    // (b) The effect commits with the completion, or not at all.
+    let id: i64 = setup.query_one("SELECT jq_enqueue('ledger', '{}')", &[]).unwrap().get(0);
+    let mut crashing = cluster.connect();
+    let pid: i32 = crashing.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let (_, stale) = claim(&mut crashing, "ledger", "crashing", "1 second").unwrap();
+    crashing.batch_execute("BEGIN").unwrap();
+    crashing.execute("INSERT INTO ledger VALUES ($1, 100)", &[&id]).unwrap();
+    setup.query_one("SELECT pg_terminate_backend($1)", &[&pid]).unwrap(); // dies before COMMIT
+    let mut rescuer = cluster.connect();
+    let token = reclaim(&mut rescuer, "ledger", id, "rescuer");
+    let mut tx = rescuer.transaction().unwrap();
+    tx.execute("INSERT INTO ledger VALUES ($1, 100)", &[&id]).unwrap();
+    let done: bool = tx.query_one("SELECT jq_complete($1, 'rescuer', $2)", &[&id, &token]).unwrap().get(0);
+    assert!(done);
+    tx.commit().unwrap();
+    // A stale worker comes back and tries the same thing: its completion is refused, so it rolls
+    // back its effect, as the README teaches.
+    let mut late = cluster.connect();
+    let mut tx = late.transaction().unwrap();
+    tx.execute("INSERT INTO ledger VALUES ($1, 100)", &[&id]).unwrap();
+    let done: bool = tx.query_one("SELECT jq_complete($1, 'crashing', $2)", &[&id, &stale]).unwrap().get(0);
+    assert!(!done);
+    tx.rollback().unwrap();
+    let entries: i64 = setup.query_one("SELECT count(*) FROM ledger WHERE job_id = $1", &[&id]).unwrap().get(0);
+    assert_eq!(entries, 1);
+    assert_eq!(job_state(&mut setup, id).0, "succeeded");
+}
+
+/// Boundary 5: the worker's heartbeats stop while it keeps running the job. The background reaper
+/// (200 ms interval) returns the job and another worker starts it, so for a while two workers run
+/// it; fencing keeps the first one's late report out. Checked: the second never starts before the
+/// first's last lease expired. Reported: the delay from that expiry to the second start (reaper
+/// interval plus backoff at most), and how long both ran.
+#[test]
+fn boundary_5_stopped_heartbeats_bound_the_duplicate_window() {
+    let cluster = Cluster::start_with(&["shared_preload_libraries = 'pg_jobqueue'", "pg_jobqueue.reaper_interval = '200ms'"]);
+    let mut a = cluster.connect();
+    let id: i64 = a.query_one("SELECT jq_enqueue('stuck', '{}')", &[]).unwrap().get(0);
+    let (_, token) = claim(&mut a, "stuck", "a", "1 second").unwrap();
+    for _ in 0..3 {
+        thread::sleep(Duration::from_millis(300));
+        let alive: bool = a.query_one("SELECT jq_heartbeat($1, 'a', $2)", &[&id, &token]).unwrap().get(0);
+        assert!(alive);
+    }
+    // From here A keeps working but sends no more heartbeats.
+    let last_expiry: f64 = a
+        .query_one("SELECT extract(epoch FROM lease_expires_at)::float8 FROM jq_jobs WHERE id = $1", &[&id])
+        .unwrap()
+        .get(0);
+
+    let mut b = cluster.connect();
+    let mut b_token = None;
+    wait_until("worker B claims the job", || {
+        b_token = claim(&mut b, "stuck", "b", "1 minute").map(|(_, t)| t);
+        if b_token.is_none() {
+            thread::sleep(Duration::from_millis(20));
+        }
+        b_token.is_some()
+    });
+    let b_start: f64 = b
+        .query_one("SELECT extract(epoch FROM claimed_at)::float8 FROM jq_jobs WHERE id = $1", &[&id])
+        .unwrap()
+        .get(0);
+    thread::sleep(Duration::from_millis(300)); // both are running the job now
+    let a_end: f64 = a.query_one("SELECT extract(epoch FROM clock_timestamp())::float8", &[]).unwrap().get(0);
+    assert!(!complete(&mut a, id, "a", token), "A's late completion must be refused");
+    let a_heartbeat: bool = a.query_one("SELECT jq_heartbeat($1, 'a', $2)", &[&id, &token]).unwrap().get(0);
+    assert!(!a_heartbeat);
+    assert!(complete(&mut b, id, "b", b_token.unwrap()));
+
+    assert!(b_start >= last_expiry, "B started {} s before A's lease expired", last_expiry - b_start);
+    println!(
+        "stopped heartbeats (lease 1 s, reaper 200 ms): B started {:.3} s after A's lease expired; \
+         both ran the job for {:.3} s, until A next reached the database",
+        b_start - last_expiry,
+        a_end - b_start
+    );
+    assert_eq!(job_state(&mut b, id), ("succeeded".to_string(), 2, 2));
+}
+
+/// Boundary 6: a job that always fails ends dead after exactly max_attempts attempts, with its whole
+/// error history, and jq_retry brings it back with the same id.
+#[test]
+fn boundary_6_a_job_that_always_fails_dies_after_max_attempts_and_can_be_redriven() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    let id: i64 = client.query_one("SELECT jq_enqueue('doomed', '{}', max_attempts => 3)", &[]).unwrap().get(0);
+    let mut attempts = 0;
+    while job_state(&mut client, id).0 != "dead" {
+        let Some((claimed, token)) = claim(&mut client, "doomed", "w", "1 minute") else {
+            thread::sleep(Duration::from_millis(20));
+            continue;
+        };
+        attempts += 1;
+        assert_eq!(claimed, id);
+        let message = format!("attempt {attempts} failed");
+        let failed: bool = client
+            .query_one("SELECT jq_fail($1, 'w', $2, 'ALWAYS', $3, retry_in => interval '10 ms')", &[&id, &token, &message])
+            .unwrap()
+            .get(0);
+        assert!(failed);
+        assert!(attempts <= 3, "a fourth attempt was granted");
+    }
+    assert_eq!(attempts, 3);
+    let history: Vec<(String, String, i32, String)> = client
+        .query("SELECT event, status::text, attempt, error_message FROM jq_job_events WHERE job_id = $1 ORDER BY id", &[&id])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    let expected: Vec<(String, String, i32, String)> = (1..=3)
+        .map(|n| ("failed".into(), if n < 3 { "pending" } else { "dead" }.into(), n, format!("attempt {n} failed")))
+        .collect();
+    assert_eq!(history, expected);
+
+    let redriven: bool = client.query_one("SELECT jq_retry($1)", &[&id]).unwrap().get(0);
+    assert!(redriven);
+    assert_eq!(job_state(&mut client, id), ("pending".to_string(), 0, 3));
+    let (again, token) = claim(&mut client, "doomed", "w", "1 minute").unwrap();
+    assert_eq!((again, token), (id, 4), "same id, and the fencing token keeps growing");
+    assert!(complete(&mut client, id, "w", token));
+}
+
+/// Boundary 9: no LISTEN, no wake-up of any kind: workers that only poll still drain every job a
+/// producer commits while they run.
+#[test]
+fn boundary_9_polling_alone_drains_every_committed_job() {
+    const JOBS: usize = 600;
+    let cluster = Cluster::start();
+    let producing = Arc::new(AtomicBool::new(true));
+    let mut producer = cluster.connect();
+    let producer_flag = producing.clone();
+    let producer = thread::spawn(move || {
+        let ids: Vec<i64> = (0..JOBS)
+            .map(|n| {
+                if n % 50 == 0 {
+                    thread::sleep(Duration::from_millis(30));
+                }
+                producer.query_one("SELECT jq_enqueue('polled', '{}')", &[]).unwrap().get(0)
+            })
+            .collect();
+        producer_flag.store(false, Ordering::SeqCst);
+        ids
+    });
+    let workers: Vec<_> = (0..4)
+        .map(|w| {
+            let (mut client, producing) = (cluster.connect(), producing.clone());
+            thread::spawn(move || {
+                let worker = format!("poller-{w}");
+                let mut done = Vec::new();
+                loop {
+                    let still_producing = producing.load(Ordering::SeqCst);
+                    match claim(&mut client, "polled", &worker, "1 minute") {
+                        Some((id, token)) => {
+                            assert!(complete(&mut client, id, &worker, token));
+                            done.push(id);
+                        }
+                        None if !still_producing => return done,
+                        None => thread::sleep(Duration::from_millis(25)),
+                    }
+                }
+            })
+        })
+        .collect();
+    let enqueued: HashSet<i64> = producer.join().unwrap().into_iter().collect();
+    let done: Vec<i64> = workers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+    let done_set: HashSet<i64> = done.iter().copied().collect();
+    assert_eq!(done.len(), done_set.len(), "a job was completed twice");
+    assert_eq!(done_set, enqueued, "polling missed a committed job");
+}
+
+/// Boundary 10: a backlog of a million jobs. The claim and reaper plans stay on their indexes, and
+/// 100,000 expired leases are recovered in a bounded number of passes (the time is reported).
+#[test]
+fn boundary_10_a_million_job_backlog_keeps_plans_and_recovers_in_bounded_passes() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "INSERT INTO jq_jobs (queue_name, payload, priority, available_at, max_attempts, created_at)
+             SELECT 'big', '{}', i % 10, now() - interval '1 minute', 8, now() FROM generate_series(1, 1000000) i;
+             ANALYZE jq_jobs;",
+        )
+        .unwrap();
+    let plan = |client: &mut Client, sql: &str| -> String {
+        client
+            .query(sql, &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<_, String>(0))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    client
+        .batch_execute(&format!(
+            "PREPARE claim(text, text, interval, int, timestamptz, bool) AS {};
+             PREPARE reap(int, timestamptz, text) AS {};",
+            include_str!("../../../sql/queries/claim.sql"),
+            include_str!("../../../sql/queries/reap.sql")
+        ))
+        .unwrap();
+    let claim_plan = plan(&mut client, "EXPLAIN EXECUTE claim('big', 'w', NULL, 10, clock_timestamp(), false)");
+    assert!(claim_plan.contains("jq_jobs_claim") && !claim_plan.contains("Seq Scan on jq_jobs"), "{claim_plan}");
+    let reap_plan = plan(&mut client, "EXPLAIN EXECUTE reap(10000, clock_timestamp(), NULL)");
+    assert!(reap_plan.contains("jq_jobs_running") && !reap_plan.contains("Seq Scan on jq_jobs"), "{reap_plan}");
+
+    // Claiming takes more than a second here; inline recovery would start reaping the first leases.
+    client.batch_execute("SET pg_jobqueue.inline_reap_max = 0").unwrap();
+    for _ in 0..100 {
+        client.query("SELECT id FROM jq_claim('big', 'w', interval '1 second', 1000)", &[]).unwrap();
+    }
+    thread::sleep(Duration::from_millis(1100));
+    let started = Instant::now();
+    let (mut passes, mut reaped) = (0, 0);
+    loop {
+        let n: i32 = client.query_one("SELECT jq_reap(10000)", &[]).unwrap().get(0);
+        passes += 1;
+        reaped += n;
+        if n == 0 {
+            break;
+        }
+        assert!(passes <= 11, "more passes than 100,000 leases at 10,000 a pass need");
+    }
+    assert_eq!(reaped, 100_000);
+    println!(
+        "1M backlog: 100,000 expired leases reaped in {} passes of at most 10,000, {:.2} s",
+        passes - 1,
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// Boundary 11: `pg_ctl stop -m immediate` while producers and workers run, then a restart. No
+/// acknowledged enqueue or completion is lost, no job is left running without a lease that will
+/// expire, and the queue drains.
+#[test]
+fn boundary_11_an_immediate_stop_loses_nothing_acknowledged() {
+    let cluster = Cluster::start();
+    let stop = Arc::new(AtomicBool::new(false));
+    let enqueued = Arc::new(Mutex::new(Vec::<i64>::new()));
+    let completed = Arc::new(Mutex::new(Vec::<i64>::new()));
+    let mut threads = Vec::new();
+    for _ in 0..2 {
+        let (mut client, stop, enqueued) = (cluster.connect(), stop.clone(), enqueued.clone());
+        threads.push(thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                match client.query_one("SELECT jq_enqueue('crash', '{}')", &[]) {
+                    Ok(row) => enqueued.lock().unwrap().push(row.get(0)),
+                    Err(_) => return, // the server went away
+                }
+            }
+        }));
+    }
+    for w in 0..4 {
+        let (mut client, stop, completed) = (cluster.connect(), stop.clone(), completed.clone());
+        threads.push(thread::spawn(move || {
+            let worker = format!("w{w}");
+            while !stop.load(Ordering::SeqCst) {
+                let Ok(row) = client.query_opt("SELECT id, lease_token FROM jq_claim('crash', $1, interval '2 seconds')", &[&worker])
+                else {
+                    return;
+                };
+                let Some(row) = row else { continue };
+                let (id, token): (i64, i64) = (row.get(0), row.get(1));
+                match client.query_one("SELECT jq_complete($1, $2, $3)", &[&id, &worker, &token]) {
+                    Ok(r) if r.get::<_, bool>(0) => completed.lock().unwrap().push(id),
+                    Ok(_) => {}
+                    Err(_) => return,
+                }
+            }
+        }));
+    }
+    thread::sleep(Duration::from_secs(2));
+    cluster.crash_and_restart();
+    stop.store(true, Ordering::SeqCst);
+    for t in threads {
+        t.join().unwrap();
+    }
+
+    let mut client = cluster.connect();
+    let (enqueued, completed) = (enqueued.lock().unwrap().clone(), completed.lock().unwrap().clone());
+    assert!(!enqueued.is_empty() && !completed.is_empty(), "the crash came before any work");
+    let present: i64 = client.query_one("SELECT count(*) FROM jq_jobs WHERE id = ANY($1)", &[&enqueued]).unwrap().get(0);
+    assert_eq!(present as usize, enqueued.len(), "an acknowledged enqueue was lost");
+    let succeeded: i64 = client
+        .query_one("SELECT count(*) FROM jq_jobs WHERE id = ANY($1) AND status = 'succeeded'", &[&completed])
+        .unwrap()
+        .get(0);
+    assert_eq!(succeeded as usize, completed.len(), "an acknowledged completion was lost");
+    let unleased: i64 = client
+        .query_one(
+            "SELECT count(*) FROM jq_jobs WHERE status = 'running'
+             AND (lease_expires_at IS NULL OR NOT isfinite(lease_expires_at))",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(unleased, 0, "a running job has no lease that will expire");
+    drain(&mut client, "crash");
+    let row = client
+        .query_one("SELECT count(*), count(*) FILTER (WHERE status = 'succeeded') FROM jq_jobs", &[])
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), row.get::<_, i64>(1), "after the restart the queue drains completely");
+    println!(
+        "immediate stop: {} acknowledged enqueues and {} acknowledged completions, all kept",
+        enqueued.len(),
+        completed.len()
+    );
+}
+
+/// A small deterministic random generator (xorshift), so each worker's choices replay from its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+#[derive(Default)]
+struct History {
+    grants: Vec<(i64, i64)>,
+    completions: Vec<i64>,
+    stale_refused: usize,
+    crashes: usize,
+}
+
+/// Boundary 12: a randomized history. Workers with random delays, stalls past their lease, crashes
+/// (dropped connections) and very short leases, and a reaper running throughout, for a fixed number
+/// of operations (JQ_SOAK_OPS, 1,500 by default; `make soak` runs more). Every grant and every
+/// successful completion is recorded, then: no grant twice; at most one successful completion per
+/// job; attempts within max_attempts; every job ends succeeded or dead; and the faults really fired
+/// (stale completions were refused).
+#[test]
+fn boundary_12_a_randomized_history_keeps_every_guarantee() {
+    const JOBS: i32 = 300;
+    let operations: usize = std::env::var("JQ_SOAK_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(1500);
+    let cluster = Cluster::start();
+    let mut setup = cluster.connect();
+    setup
+        .batch_execute("INSERT INTO jq_queues (queue_name, backoff_base, backoff_cap) VALUES ('chaos', '20 ms', '200 ms')")
+        .unwrap();
+    enqueue_many(&mut setup, "chaos", JOBS);
+
+    let done = Arc::new(AtomicBool::new(false));
+    let (mut reaper, reaper_done) = (cluster.connect(), done.clone());
+    let reaper = thread::spawn(move || {
+        while !reaper_done.load(Ordering::SeqCst) {
+            reaper.query_one("SELECT jq_reap()", &[]).unwrap();
+            thread::sleep(Duration::from_millis(50));
+        }
+    });
+    let budget = Arc::new(AtomicUsize::new(operations));
+    let workers: Vec<_> = (0..6u64)
+        .map(|w| {
+            let (port, budget) = (cluster.port(), budget.clone());
+            thread::spawn(move || {
+                let connect = || {
+                    postgres::Client::connect(&format!("host=127.0.0.1 port={port} user=postgres dbname=postgres"), postgres::NoTls)
+                        .unwrap()
+                };
+                let (mut rng, mut client, mut history) = (Rng(0x9E37_79B9_7F4A_7C15 ^ (w + 1)), connect(), History::default());
+                let worker = format!("chaos-{w}");
+                while budget.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| b.checked_sub(1)).is_ok() {
+                    let lease_ms = 150 + rng.below(300) as i32;
+                    let batch = 1 + rng.below(3) as i32;
+                    let rows = client
+                        .query(
+                            "SELECT id, lease_token FROM jq_claim('chaos', $1, make_interval(secs => $2::float8 / 1000), $3)",
+                            &[&worker, &(lease_ms as f64), &batch],
+                        )
+                        .unwrap();
+                    if rows.is_empty() {
+                        thread::sleep(Duration::from_millis(10));
+                        continue;
+                    }
+                    for row in rows {
+                        let (id, token): (i64, i64) = (row.get(0), row.get(1));
+                        history.grants.push((id, token));
+                        match rng.below(10) {
+                            0 => {
+                                // crash: drop the connection with the job held
+                                history.crashes += 1;
+                                client = connect();
+                                break;
+                            }
+                            1 | 2 => thread::sleep(Duration::from_millis(lease_ms as u64 + 50 + rng.below(200))), // stall
+                            3 => {
+                                let failed: bool = client
+                                    .query_one("SELECT jq_fail($1, $2, $3, 'RANDOM', retry_in => interval '10 ms')", &[&id, &worker, &token])
+                                    .unwrap()
+                                    .get(0);
+                                if !failed {
+                                    history.stale_refused += 1;
+                                }
+                                continue;
+                            }
+                            4 => {
+                                client.query_one("SELECT jq_heartbeat($1, $2, $3)", &[&id, &worker, &token]).unwrap();
+                            }
+                            _ => thread::sleep(Duration::from_millis(rng.below(lease_ms as u64 / 2))),
+                        }
+                        if complete(&mut client, id, &worker, token) {
+                            history.completions.push(id);
+                        } else {
+                            history.stale_refused += 1;
+                        }
+                    }
+                }
+                history
+            })
+        })
+        .collect();
+    let histories: Vec<History> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    let mut completions = drain(&mut setup, "chaos");
+    done.store(true, Ordering::SeqCst);
+    reaper.join().unwrap();
+
+    let grants: Vec<(i64, i64)> = histories.iter().flat_map(|h| h.grants.iter().copied()).collect();
+    completions.extend(histories.iter().flat_map(|h| h.completions.iter().copied()));
+    let stale_refused: usize = histories.iter().map(|h| h.stale_refused).sum();
+    let crashes: usize = histories.iter().map(|h| h.crashes).sum();
+
+    let unique: HashSet<_> = grants.iter().collect();
+    assert_eq!(unique.len(), grants.len(), "a (job, lease_token) was granted twice");
+    let mut per_job: HashMap<i64, usize> = HashMap::new();
+    for id in &completions {
+        *per_job.entry(*id).or_default() += 1;
+    }
+    assert!(per_job.values().all(|&n| n == 1), "a job was completed successfully twice");
+    let rows = setup
+        .query("SELECT id, status::text, attempt_count, max_attempts FROM jq_jobs WHERE queue_name = 'chaos'", &[])
+        .unwrap();
+    assert_eq!(rows.len(), JOBS as usize);
+    let mut dead = 0;
+    for row in rows {
+        let (id, status, attempts, max): (i64, String, i32, i32) = (row.get(0), row.get(1), row.get(2), row.get(3));
+        assert!(attempts <= max, "job {id}: {attempts} attempts of {max}");
+        match status.as_str() {
+            "succeeded" => assert_eq!(per_job.get(&id), Some(&1), "job {id} succeeded without a recorded completion"),
+            "dead" => {
+                dead += 1;
+                assert_eq!(per_job.get(&id), None, "job {id} is dead but was completed");
+            }
+            other => panic!("job {id} ended {other}"),
+        }
+    }
+    assert!(stale_refused > 0, "no stale report was refused: the faults did not fire");
+    println!(
+        "randomized history: {operations} operations, {} grants, {} successful completions, {} stale reports refused, \
+         {crashes} crashes, {dead} jobs dead",
+        grants.len(),
+        completions.len(),
+        stale_refused
+    );
+}
