@@ -10,7 +10,7 @@ else
 INSTALL_FLAGS := --sudo
 endif
 
-.PHONY: all setup build install test test-unit test-isolation test-integration demo bench-claim bench-reap clean
+.PHONY: all setup build install test test-unit test-isolation test-integration demo soak bench-claim bench-reap clean
 
 all: build
 
@@ -35,6 +35,11 @@ test-isolation: install
 
 test-integration: install
 	@scripts/test.sh integration
+
+# The randomized fault history at length: make soak OPS=50000.
+OPS ?= 20000
+soak: install
+	@JQ_SOAK_OPS=$(OPS) cargo test -p jq-harness --test faults boundary_12 -- --nocapture
 
 # What inline recovery and a concurrency limit cost a claim; see bench/claim_overhead.sh.
 bench-claim: install

@@ -557,7 +557,7 @@ fn boundary_12_a_randomized_history_keeps_every_guarantee() {
     let cluster = Cluster::start();
     let mut setup = cluster.connect();
     setup
-        .batch_execute("INSERT INTO jq_queues (queue_name, backoff_base, backoff_cap) VALUES ('chaos', '20 ms', '200 ms')")
+        .batch_execute("INSERT INTO jq_queues (queue_name, max_attempts, backoff_base, backoff_cap) VALUES ('chaos', 3, '20 ms', '200 ms')")
         .unwrap();
     enqueue_many(&mut setup, "chaos", JOBS);
 
