@@ -72,8 +72,17 @@ impl Cluster {
     }
 
     pub fn connect(&self) -> Client {
-        let dsn = format!("host=127.0.0.1 port={} user=postgres dbname=postgres", self.port);
-        Client::connect(&dsn, postgres::NoTls).expect("connect to the test server")
+        self.try_connect().expect("connect to the test server")
+    }
+
+    /// A connection, or None while the server is not accepting them (during a restart).
+    pub fn try_connect(&self) -> Option<Client> {
+        Client::connect(&self.dsn(), postgres::NoTls).ok()
+    }
+
+    /// Connection parameters, for threads that connect on their own.
+    pub fn dsn(&self) -> String {
+        format!("host=127.0.0.1 port={} user=postgres dbname=postgres", self.port)
     }
 }
 

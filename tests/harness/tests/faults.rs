@@ -53,6 +53,14 @@ fn reclaim(client: &mut Client, queue: &str, id: i64, worker: &str) -> i64 {
     token.unwrap()
 }
 
+/// The abandoned job `id` is reaped, claimed again by a rescuer and completed: its second attempt,
+/// under the second fencing token.
+fn assert_rescued(client: &mut Client, queue: &str, id: i64) {
+    let token = reclaim(client, queue, id, "rescuer");
+    assert!(complete(client, id, "rescuer", token));
+    assert_eq!(job_state(client, id), ("succeeded".to_string(), 2, 2));
+}
+
 /// Claims and completes every job of `queue`, reaping as it goes, until none is pending or running.
 fn drain(client: &mut Client, queue: &str) -> Vec<i64> {
     let mut completed = Vec::new();
@@ -141,9 +149,7 @@ fn boundary_2_a_worker_killed_after_its_claim_loses_nothing() {
     wait_until("the doomed client's claim has committed", || job_state(&mut observer, id).0 == "running");
     client_process.kill().unwrap();
     client_process.wait().unwrap();
-    let token = reclaim(&mut observer, "killed-client", id, "rescuer");
-    assert!(complete(&mut observer, id, "rescuer", token));
-    assert_eq!(job_state(&mut observer, id), ("succeeded".to_string(), 2, 2));
+    assert_rescued(&mut observer, "killed-client", id);
 
     // 2b. pg_terminate_backend() of the worker's backend.
     let id: i64 = observer.query_one("SELECT jq_enqueue('terminated', '{}')", &[]).unwrap().get(0);
@@ -153,9 +159,7 @@ fn boundary_2_a_worker_killed_after_its_claim_loses_nothing() {
     let terminated: bool = observer.query_one("SELECT pg_terminate_backend($1)", &[&pid]).unwrap().get(0);
     assert!(terminated);
     assert!(doomed.query_one("SELECT 1", &[]).is_err(), "the doomed session is gone");
-    let token = reclaim(&mut observer, "terminated", id, "rescuer");
-    assert!(complete(&mut observer, id, "rescuer", token));
-    assert_eq!(job_state(&mut observer, id), ("succeeded".to_string(), 2, 2));
+    assert_rescued(&mut observer, "terminated", id);
 
     // 2c. SIGKILL of the worker's backend: the postmaster resets every backend and recovers.
     let id: i64 = observer.query_one("SELECT jq_enqueue('killed-backend', '{}')", &[]).unwrap().get(0);
@@ -167,19 +171,12 @@ fn boundary_2_a_worker_killed_after_its_claim_loses_nothing() {
     drop(doomed);
     let mut observer = None;
     wait_until("the server has recovered from the killed backend", || {
-        observer = postgres::Client::connect(
-            &format!("host=127.0.0.1 port={} user=postgres dbname=postgres", cluster.port()),
-            postgres::NoTls,
-        )
-        .ok()
-        .filter(|c| !c.is_closed());
+        observer = cluster.try_connect();
         observer.as_mut().is_some_and(|c| c.query_one("SELECT 1", &[]).is_ok())
     });
     let mut observer = observer.unwrap();
     assert_eq!(job_state(&mut observer, id).0, "running", "the committed claim survived the reset");
-    let token = reclaim(&mut observer, "killed-backend", id, "rescuer");
-    assert!(complete(&mut observer, id, "rescuer", token));
-    assert_eq!(job_state(&mut observer, id), ("succeeded".to_string(), 2, 2));
+    assert_rescued(&mut observer, "killed-backend", id);
 }
 
 /// Boundary 4: a worker crashes after an external side effect and before completing. The two
@@ -573,12 +570,9 @@ fn boundary_12_a_randomized_history_keeps_every_guarantee() {
     let budget = Arc::new(AtomicUsize::new(operations));
     let workers: Vec<_> = (0..6u64)
         .map(|w| {
-            let (port, budget) = (cluster.port(), budget.clone());
+            let (dsn, budget) = (cluster.dsn(), budget.clone());
             thread::spawn(move || {
-                let connect = || {
-                    postgres::Client::connect(&format!("host=127.0.0.1 port={port} user=postgres dbname=postgres"), postgres::NoTls)
-                        .unwrap()
-                };
+                let connect = || postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
                 let (mut rng, mut client, mut history) = (Rng(0x9E37_79B9_7F4A_7C15 ^ (w + 1)), connect(), History::default());
                 let worker = format!("chaos-{w}");
                 while budget.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| b.checked_sub(1)).is_ok() {
