@@ -10,7 +10,7 @@ else
 INSTALL_FLAGS := --sudo
 endif
 
-.PHONY: all setup build install test test-unit test-isolation test-integration demo soak bench-claim bench-reap clean
+.PHONY: all setup build install install-release test test-unit test-isolation test-integration demo soak bench-claim bench-reap clean
 
 all: build
 
@@ -20,8 +20,13 @@ setup:
 build: setup
 	cargo build
 
+# The debug build, as the tests and the demo use it: it builds in a fraction of the time.
 install: setup
 	cargo pgrx install --pg-config $(PG_CONFIG) $(INSTALL_FLAGS)
+
+# The optimized build, for production and benchmarks.
+install-release: setup
+	cargo pgrx install --release --pg-config $(PG_CONFIG) $(INSTALL_FLAGS)
 
 # Every test layer: #[pg_test] unit and plan tests, isolation specs, multi-connection tests.
 test: install
