@@ -10,7 +10,7 @@ use pgrx::spi::{self, SpiClient};
 
 use crate::payload::Payload;
 use crate::spi_util::first_value;
-use crate::{clock, guc, input, reap, reaper};
+use crate::{clock, guc, input, plans, reap, reaper};
 
 const CLAIM: &str = include_str!("../sql/queries/claim.sql");
 const ADMIT: &str = include_str!("../sql/queries/claim_admit.sql");
@@ -64,10 +64,10 @@ fn jq_claim(
             return Ok(jobs);
         }
         // Taking the row lock is also the test for a limit: it returns no row for an unlimited queue.
-        let Some(limit) = first_value::<i32>(client.update(ADMIT, None, &[queue_name.into()])?)? else {
+        let Some(limit) = first_value::<i32>(plans::run(client, ADMIT, &[queue_name.into()])?)? else {
             return Ok(jobs);
         };
-        let running = first_value::<i64>(client.select(RUNNING, None, &[queue_name.into()])?)?.unwrap_or(0);
+        let running = first_value::<i64>(plans::run(client, RUNNING, &[queue_name.into()])?)?.unwrap_or(0);
         let free = i64::from(limit) - running;
         if free <= 0 {
             return Ok(jobs);
@@ -108,7 +108,7 @@ fn inline_reap_due(queue_name: &str) -> bool {
 }
 
 fn claim_rows(client: &mut SpiClient, args: &[DatumWithOid]) -> spi::Result<Vec<(ClaimedJob, ClaimOrder)>> {
-    client.update(CLAIM, None, args)?.map(|row| decode_claimed(&row)).collect()
+    plans::run(client, CLAIM, args)?.map(|row| decode_claimed(&row)).collect()
 }
 
 /// Claim order as a sort key: starving jobs first, oldest first; then `priority DESC, available_at, id`.

@@ -11,6 +11,7 @@ mod error;
 mod guc;
 mod input;
 mod payload;
+mod plans;
 mod spi_util;
 
 mod claim;

@@ -4,9 +4,12 @@ use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi;
 
-/// Runs a guarded data-changing statement and says whether it changed (or returned) any row.
-pub fn changed_any(sql: &str, args: &[DatumWithOid]) -> spi::Result<bool> {
-    Spi::connect_mut(|client| Ok(!client.update(sql, None, args)?.is_empty()))
+use crate::plans;
+
+/// Runs a guarded data-changing statement (with its session plan) and says whether it changed (or
+/// returned) any row.
+pub fn changed_any(sql: &'static str, args: &[DatumWithOid]) -> spi::Result<bool> {
+    Spi::connect_mut(|client| Ok(!plans::run(client, sql, args)?.is_empty()))
 }
 
 /// Runs a data-changing statement bounded by a `max_jobs: i32` argument, and counts the rows it

@@ -875,15 +875,16 @@ mod tests {
         for (batch, admitted) in [(1, false), (100, false), (100, true)] {
             let plan = claim_plan(batch, admitted);
             assert_no_sort_and_no_seq_scan(&plan);
-            for index in ["jq_jobs_claim", "jq_jobs_fifo", "jq_jobs_pkey"] {
+            for index in ["jq_jobs_claim", "jq_jobs_fifo"] {
                 assert_reads_index(&plan, index);
             }
+            assert_has_node(&plan, "Tid Scan");
         }
         // A batch near the size of a small queue may fetch its candidates and sort them, which is
-        // cheap there; what must hold at every size is that the UPDATE stays a primary-key lookup.
+        // cheap there; what must hold at every size is that the UPDATE finds its rows by ctid.
         let plan = claim_plan(1000, true);
         assert_no_seq_scan(&plan);
-        assert_reads_index(&plan, "jq_jobs_pkey");
+        assert_has_node(&plan, "Tid Scan");
 
         let reap_plan =
             Spi::explain_with_args(include_str!("../sql/queries/reap.sql"), &[10000i32.into(), now.into(), Option::<&str>::None.into()])
@@ -906,6 +907,82 @@ mod tests {
         .unwrap();
         assert_no_seq_scan(&prune_plan.0);
         assert_reads_index(&prune_plan.0, "jq_jobs_finished");
+    }
+
+    /// The statements that run with session-long generic plans (plans.rs) keep their access paths in
+    /// those plans, whether the plan was made on an empty, never analyzed table (where a sequential
+    /// scan is cheapest, and the plan outlives that moment) or on a large one.
+    #[pg_test]
+    fn generic_plans_use_their_indexes() {
+        // What plans.rs sets while it plans and runs them.
+        run("SET LOCAL plan_cache_mode = force_generic_plan");
+        run("SET LOCAL enable_seqscan = off");
+        assert_generic_plans_use_indexes();
+        run("INSERT INTO jq_jobs (queue_name, payload, status, available_at, max_attempts, created_at, finished_at, attempt_count)
+             SELECT 'q' || (i % 4), '{}', 'succeeded', now(), 8, now(), now(), 1 FROM generate_series(1, 100000) i");
+        run("INSERT INTO jq_jobs (queue_name, payload, priority, available_at, max_attempts, created_at)
+             SELECT 'q' || (i % 4), '{}', i % 5, now() - (i || ' s')::interval, 8, now() FROM generate_series(1, 10000) i");
+        run("INSERT INTO jq_queues (queue_name, concurrency_limit) VALUES ('q3', 10)");
+        // Statistics taken while nothing ran, then many running jobs: the case where the index of
+        // running jobs looks empty to the planner but is not.
+        run("ANALYZE jq_jobs");
+        run("SELECT count(*) FROM jq_claim('q2', 'w', interval '1 hour', 1000)");
+        assert_generic_plans_use_indexes();
+    }
+
+    fn assert_generic_plans_use_indexes() {
+        for batch in [1, 1000] {
+            let claim = generic_plan(
+                include_str!("../sql/queries/claim.sql"),
+                "text, text, interval, int, timestamptz, boolean",
+                &format!("'q1', 'w', NULL, {batch}, now(), false"),
+            );
+            assert_no_sort_and_no_seq_scan(&claim);
+            assert_reads_index(&claim, "jq_jobs_claim");
+            assert_reads_index(&claim, "jq_jobs_fifo");
+            assert_has_node(&claim, "Tid Scan");
+        }
+        let running = generic_plan(include_str!("../sql/queries/claim_running.sql"), "text", "'q3'");
+        assert_no_seq_scan(&running);
+        let by_id = [
+            (include_str!("../sql/queries/complete.sql"), "bigint, text, bigint, timestamptz", "1, 'w', 1, now()"),
+            (include_str!("../sql/queries/heartbeat.sql"), "bigint, text, bigint, interval, timestamptz", "1, 'w', 1, NULL, now()"),
+            (
+                include_str!("../sql/queries/fail.sql"),
+                "bigint, text, bigint, text, text, boolean, interval, timestamptz",
+                "1, 'w', 1, 'E', NULL, true, NULL, now()",
+            ),
+        ];
+        for (sql, types, args) in by_id {
+            let plan = generic_plan(sql, types, args);
+            assert_no_seq_scan(&plan);
+            assert_reads_index(&plan, "jq_jobs_pkey");
+            assert_has_node(&plan, "Tid Scan");
+            assert!(!plan_nodes(&plan).iter().any(|n| n["Index Name"] == "jq_jobs_running"), "{plan}");
+        }
+        for (sql, dedup_key) in [
+            (include_str!("../sql/queries/enqueue.sql"), "NULL"),
+            (include_str!("../sql/queries/enqueue_dedup.sql"), "'k'"),
+        ] {
+            let enqueue = generic_plan(
+                sql,
+                "text, jsonb, int, timestamptz, int, text, text, timestamptz",
+                &format!("'q1', '{{}}', 0, NULL, NULL, {dedup_key}, NULL, now()"),
+            );
+            assert_no_seq_scan(&enqueue);
+        }
+    }
+
+    /// The generic plan PostgreSQL makes for `sql` prepared with parameters of `types`.
+    fn generic_plan(sql: &str, types: &str, args: &str) -> serde_json::Value {
+        run(&format!("PREPARE jq_plan_test ({types}) AS {sql}"));
+        let plan = Spi::explain(&format!("EXECUTE jq_plan_test ({args})")).unwrap().0;
+        run("DEALLOCATE jq_plan_test");
+        plan
+    }
+
+    fn assert_has_node(plan: &serde_json::Value, node_type: &str) {
+        assert!(plan_nodes(plan).iter().any(|n| n["Node Type"] == node_type), "the plan has no {node_type}: {plan}");
     }
 
     fn plan_nodes(plan: &serde_json::Value) -> Vec<&serde_json::Value> {

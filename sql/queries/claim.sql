@@ -5,10 +5,14 @@
 -- One statement: pick up to $4 claimable rows, skipping rows another claimer has locked, and turn
 -- exactly those into running rows with a fresh lease and the next fencing token.
 --
--- Plan notes, checked by the plan test: every LIMIT is the plain $4, which the planner sees, so it
--- expects a handful of rows; and the UPDATE finds its rows by `id = ANY(...)`, a primary-key lookup
--- whatever the estimate. (A LIMIT the planner cannot see made it expect thousands of rows and apply
--- the UPDATE through a sequential scan of the whole table.)
+-- Plan notes, checked by the plan tests: claim.rs runs this with a generic plan, prepared once per
+-- session. The UPDATE finds the locked rows by `ctid = ANY(...)`, a TID scan whatever the statistics
+-- said when the plan was made (`id = ANY(...)` became a sequential scan in a generic plan made while
+-- the table was empty). Each ctid is that of the row version this statement locked, which no one
+-- else can change before we commit. In READ COMMITTED the lock may land on a newer version than
+-- this statement's snapshot sees (a pending job updated in place by another transaction, say by an
+-- operator's UPDATE); the UPDATE then skips that row, the claim returns one job fewer than it locked,
+-- and the lock ends with the transaction. Nothing is changed that is not returned.
 WITH queue AS (
     SELECT coalesce($3, q.default_lease, interval '60 seconds') AS lease,
            q.max_runtime,
@@ -28,8 +32,8 @@ WITH queue AS (
     -- priority order); the second returns such a row again, already locked by this statement, and
     -- `id = ANY(...)` below updates it once. Excluding starving jobs from the second branch instead
     -- would make the planner expect a narrow range there and sort.
-    SELECT id FROM (
-        SELECT j.id
+    SELECT ctid FROM (
+        SELECT j.ctid
         FROM jq_jobs j
         WHERE j.queue_name = $1
           AND j.status = 'pending'
@@ -45,8 +49,8 @@ WITH queue AS (
         FOR UPDATE OF j SKIP LOCKED
     ) AS starving
     UNION ALL
-    SELECT id FROM (
-        SELECT j.id
+    SELECT ctid FROM (
+        SELECT j.ctid
         FROM jq_jobs j
         WHERE j.queue_name = $1
           AND j.status = 'pending'
@@ -75,7 +79,7 @@ WITH queue AS (
         -- least() skips NULL: without a max_runtime the lease is the full length.
         lease_expires_at = least($5 + queue.lease, $5 + queue.max_runtime)
     FROM queue
-    WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
+    WHERE j.ctid = ANY (ARRAY(SELECT ctid FROM picked))
     RETURNING j.id, j.queue_name, j.payload, j.priority, j.attempt_count, j.max_attempts,
               j.lease_token, j.lease_expires_at, j.available_at,
               j.available_at <= queue.starving_before AS starved

@@ -1,6 +1,11 @@
 -- $1 job_id, $2 worker, $3 lease_token, $4 error_code, $5 error_message, $6 retryable,
 -- $7 retry_in (NULL: backoff), $8 now
 -- The guarded transition and its audit row in one statement: no event without the transition.
+-- The row is found by its primary key alone: the ctid of the visible version, then a TID scan. With
+-- `id = $1 AND status = 'running'` only, the planner may walk the whole index of running jobs
+-- instead, whenever statistics say few jobs run (the bench saw 0.5 ms per call with 2,000 running).
+-- The guard is still checked on the row's newest version: a row updated since the subquery's
+-- snapshot is re-read and re-checked (EvalPlanQual), as with any UPDATE.
 WITH failed AS (
     UPDATE jq_jobs j
     SET status = CASE WHEN $6 AND j.attempt_count < j.max_attempts
@@ -13,7 +18,8 @@ WITH failed AS (
         lease_expires_at = NULL,
         last_error_code = $4,
         last_error_message = $5
-    WHERE j.id = $1
+    WHERE j.ctid = (SELECT ctid FROM jq_jobs WHERE id = $1)
+      AND j.id = $1
       AND j.status = 'running'
       AND j.lease_owner = $2
       AND j.lease_token = $3
