@@ -6,9 +6,10 @@ use pgrx::spi;
 
 use crate::payload::Payload;
 use crate::spi_util::first_value;
-use crate::{clock, input};
+use crate::{clock, input, plans};
 
 const INSERT: &str = include_str!("../sql/queries/enqueue.sql");
+const INSERT_UNLESS_KEY_HELD: &str = include_str!("../sql/queries/enqueue_dedup.sql");
 const LIVE_HOLDER_OF_KEY: &str = include_str!("../sql/queries/enqueue_existing.sql");
 const INSERT_BATCH: &str = include_str!("../sql/queries/enqueue_batch.sql");
 
@@ -32,10 +33,11 @@ fn jq_enqueue(
     let max_attempts = input::max_attempts(max_attempts);
     let now = clock::now();
 
+    let insert = if dedup_key.is_some() { INSERT_UNLESS_KEY_HELD } else { INSERT };
     Spi::connect_mut(|client| loop {
-        let inserted = client.update(
-            INSERT,
-            None,
+        let inserted = plans::run(
+            client,
+            insert,
             &[
                 queue_name.into(),
                 payload.into(),
@@ -82,9 +84,9 @@ fn jq_enqueue_batch(
     let now = clock::now();
 
     let ids = Spi::connect_mut(|client| {
-        let rows = client.update(
+        let rows = plans::run(
+            client,
             INSERT_BATCH,
-            None,
             &[queue_name.into(), payloads.into(), priority.into(), run_at.into(), max_attempts.into(), now.into()],
         )?;
         rows.map(|row| row.get::<i64>(1).map(|id| id.expect("jq_jobs.id is NOT NULL")))
