@@ -10,7 +10,7 @@ else
 INSTALL_FLAGS := --sudo
 endif
 
-.PHONY: all setup build install install-release test test-unit test-isolation test-integration demo soak bench-claim bench-reap clean
+.PHONY: all setup build install install-release test test-unit test-isolation test-integration demo soak bench bench-quick bench-claim bench-reap clean
 
 all: build
 
@@ -45,6 +45,14 @@ test-integration: install
 OPS ?= 20000
 soak: install
 	@JQ_SOAK_OPS=$(OPS) cargo test -p jq-harness --test faults boundary_12 -- --nocapture
+
+# pg_jobqueue side by side with the classic SKIP LOCKED queue and pgmq, on one throwaway server;
+# see bench/README.md. The full run takes about half an hour; bench-quick one short run of each.
+bench: install-release
+	@bench/run.py
+
+bench-quick: install-release
+	@bench/run.py --quick
 
 # What inline recovery and a concurrency limit cost a claim; see bench/claim_overhead.sh.
 bench-claim: install

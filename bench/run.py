@@ -1,0 +1,345 @@
+#!/usr/bin/env python3
+"""Side-by-side queue benchmark: pg_jobqueue, the classic SKIP LOCKED queue ("baseline") and pgmq.
+
+One throwaway PostgreSQL 15 cluster, one database per system, the same pgbench client for all of them.
+Each system's SQL lives in bench/systems/<system>/; see bench/README.md for the method.
+
+    bench/run.py                 the full run: 3 runs of 10 s per workload, median
+    bench/run.py --quick         one short run
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SYSTEMS_DIR = ROOT / "bench" / "systems"
+SYSTEMS = ["jobqueue", "baseline", "pgmq"]
+CLIENTS = 8
+# A fixed configuration, the same for every system; synchronous_commit is set per pass.
+SERVER_CONF = [
+    "shared_buffers = 1GB",
+    "max_wal_size = 8GB",
+    "checkpoint_timeout = 30min",
+    "max_connections = 100",
+    "jit = off",
+]
+# Jobs a system is expected to move per second in each workload: sizes the prefill so no run drains
+# its queue. A run that drains anyway is repeated with a larger queue.
+EXPECTED_RATE = {"w3": 6000, "w4_10": 25000, "w4_100": 60000, "w5": 6000}
+
+
+def sh(*args, **kw):
+    return subprocess.run(args, check=True, text=True, capture_output=True, **kw).stdout
+
+
+class Cluster:
+    def __init__(self, port, directory):
+        self.port = port
+        self.dir = directory
+        os.environ.update(PGHOST="127.0.0.1", PGPORT=str(port), PGUSER="postgres")
+        os.environ.pop("RUST_BACKTRACE", None)
+
+    def start(self):
+        sh(str(ROOT / "scripts/pg.sh"), "stop", self.dir)
+        sh(str(ROOT / "scripts/pg.sh"), "start", self.dir, str(self.port), *SERVER_CONF)
+
+    def stop(self):
+        subprocess.run([str(ROOT / "scripts/pg.sh"), "stop", self.dir], check=False)
+
+    def psql(self, db, sql=None, file=None, variables=None):
+        args = ["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", db]
+        for name, value in (variables or {}).items():
+            args += ["-v", f"{name}={value}"]
+        args += ["-f", str(file)] if file else ["-c", sql]
+        return sh(*args).strip()
+
+    def set_synchronous_commit(self, value):
+        self.psql("postgres", f"ALTER SYSTEM SET synchronous_commit = {value}")
+        self.psql("postgres", "SELECT pg_reload_conf()")
+
+
+class System:
+    def __init__(self, cluster, name):
+        self.cluster = cluster
+        self.name = name
+        self.dir = SYSTEMS_DIR / name
+
+    def sql(self, file, **variables):
+        return self.cluster.psql(self.name, file=self.dir / f"{file}.sql", variables=variables)
+
+    def install(self, pgmq_sql):
+        self.cluster.psql("postgres", f"CREATE DATABASE {self.name}")
+        if self.name == "pgmq":
+            self.cluster.psql(self.name, file=pgmq_sql)
+        self.sql("setup")
+
+    def prepare(self, fill):
+        """An empty queue, refilled, vacuumed and checkpointed: every run starts from the same state."""
+        self.sql("reset")
+        if fill:
+            self.sql("fill", fill=fill)
+        self.vacuum()
+        self.cluster.psql(self.name, "CHECKPOINT")
+
+    def vacuum(self):
+        for table in self.tables():
+            self.cluster.psql(self.name, f"VACUUM ANALYZE {table}")
+
+    def tables(self):
+        return self.sql("tables").split()
+
+    def pending(self):
+        return int(self.sql("pending"))
+
+    def footprint(self):
+        tables = ",".join(f"'{t}'::regclass" for t in self.tables())
+        row = self.cluster.psql(self.name, f"""
+            SELECT sum(pg_table_size(relid)), sum(pg_indexes_size(relid)), sum(n_dead_tup)
+            FROM pg_stat_user_tables WHERE relid IN ({tables})""")
+        table, index, dead = (int(v) for v in row.split("|"))
+        return {"table_bytes": table, "index_bytes": index, "dead_tuples": dead}
+
+
+def pgbench(system, script, clients, defines, seconds=None, transactions=None):
+    """Runs one pgbench script; returns transactions per second and per-transaction latencies (ms)."""
+    with tempfile.TemporaryDirectory() as logs:
+        args = ["pgbench", "-n", "-M", "prepared", "-c", str(clients), "-j", str(min(clients, 2)), "-d", system.name,
+                "-f", str(system.dir / f"{script}.sql"), "--log", f"--log-prefix={logs}/tx"]
+        args += ["-T", str(seconds)] if seconds else ["-t", str(transactions)]
+        for name, value in defines.items():
+            args += ["-D", f"{name}={value}"]
+        out = subprocess.run(args, text=True, capture_output=True)
+        if out.returncode != 0 or "aborted" in out.stdout and not re.search(r"aborted: 0\b", out.stdout):
+            sys.exit(f"pgbench failed for {system.name}/{script}:\n{out.stdout}\n{out.stderr}")
+        tps = float(re.search(r"^tps = ([\d.]+)", out.stdout, re.M).group(1))
+        latencies = []
+        for log in Path(logs).iterdir():
+            for line in log.read_text().splitlines():
+                latencies.append(int(line.split()[2]) / 1000.0)
+    return tps, latencies
+
+
+def percentile(values, p):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p))] if ordered else 0.0
+
+
+class SnapshotHolder:
+    """A REPEATABLE READ transaction in the system's own database that keeps its snapshot open (W5).
+    It must be the same database: PostgreSQL only holds back cleanup for tables of the database
+    whose sessions hold the old snapshot."""
+
+    def __init__(self, cluster, db):
+        self.cluster, self.db = cluster, db
+
+    def __enter__(self):
+        self.proc = subprocess.Popen(["psql", "-X", "-q", "-d", self.db], stdin=subprocess.PIPE,
+                                     stdout=subprocess.DEVNULL, text=True)
+        self.proc.stdin.write("BEGIN ISOLATION LEVEL REPEATABLE READ;\nSELECT count(*) FROM pg_class;\n")
+        self.proc.stdin.flush()
+        for _ in range(100):
+            held = self.cluster.psql(self.db, """
+                SELECT count(*) FROM pg_stat_activity
+                WHERE datname = current_database() AND state = 'idle in transaction'
+                  AND backend_xmin IS NOT NULL""")
+            if held == "1":
+                return self
+            time.sleep(0.05)
+        sys.exit("the REPEATABLE READ transaction did not start")
+
+    def __exit__(self, *exc):
+        self.proc.stdin.write("COMMIT;\n")
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def throughput_run(system, workload, script, jobs_per_tx, seconds, defines, fill, hold_snapshot=False):
+    """One timed run from a prefilled (or empty) queue; repeated with more jobs if it drained."""
+    while True:
+        system.prepare(fill)
+        if hold_snapshot:
+            with SnapshotHolder(system.cluster, system.name):
+                tps, latencies = pgbench(system, script, CLIENTS, defines, seconds=seconds)
+        else:
+            tps, latencies = pgbench(system, script, CLIENTS, defines, seconds=seconds)
+        if not fill or system.pending() > 0:
+            break
+        print(f"    {system.name} {workload}: the queue drained; again with {fill * 3} jobs", flush=True)
+        fill *= 3
+    result = {"jobs_per_s": tps * jobs_per_tx, "p50_ms": percentile(latencies, 0.50),
+              "p99_ms": percentile(latencies, 0.99)}
+    result.update(system.footprint())
+    return result
+
+
+def median_of(runs):
+    keys = runs[0].keys()
+    return {k: statistics.median(r[k] for r in runs) for k in keys}
+
+
+def throughput_workloads(systems, seconds, runs, wanted):
+    """W1-W5: every system, same script shape, 8 clients; runs alternate between systems."""
+    specs = [
+        ("w1", "w1_enqueue", 1, {}, 0, False),
+        ("w2", "w2_enqueue_batch", 100, {"batch": 100}, 0, False),
+        ("w3", "w3_claim_complete", 1, {}, None, False),
+        ("w4_10", "w4_claim_complete_batch", 10, {"batch": 10}, None, False),
+        ("w4_100", "w4_claim_complete_batch", 100, {"batch": 100}, None, False),
+        ("w5", "w3_claim_complete", 1, {}, None, True),
+    ]
+    results = {}
+    for workload, script, jobs_per_tx, defines, fill, hold in specs:
+        if wanted and workload not in wanted:
+            continue
+        per_system = {s.name: [] for s in systems}
+        for run in range(runs):
+            for system in systems:
+                size = fill if fill is not None else max(20000, EXPECTED_RATE[workload] * seconds * 3 // 2)
+                r = throughput_run(system, workload, script, jobs_per_tx, seconds, defines, size, hold)
+                per_system[system.name].append(r)
+                print(f"  {workload:7} run {run + 1}  {system.name:9} {r['jobs_per_s']:10.0f} jobs/s"
+                      f"  p50 {r['p50_ms']:7.2f} ms  p99 {r['p99_ms']:7.2f} ms", flush=True)
+        results[workload] = {name: median_of(rs) for name, rs in per_system.items()}
+    return results
+
+
+def claim_latency_workload(systems, runs, backlog, claims):
+    """W6: claim latency, one client, with a small queue and then with a large backlog."""
+    results = {}
+    for system in systems:
+        entry = {}
+        for label, size in (("small", 10000), ("backlog", backlog)):
+            system.prepare(size)
+            p50s, p99s = [], []
+            for _ in range(runs):
+                system.vacuum()
+                _, latencies = pgbench(system, "w6_claim", 1, {}, transactions=claims)
+                p50s.append(percentile(latencies, 0.50))
+                p99s.append(percentile(latencies, 0.99))
+            entry[label] = {"jobs": size, "p50_ms": statistics.median(p50s), "p99_ms": statistics.median(p99s)}
+        entry["ratio_p50"] = entry["backlog"]["p50_ms"] / entry["small"]["p50_ms"]
+        results[system.name] = entry
+        print(f"  w6      {system.name:9} p50 small {entry['small']['p50_ms']:.3f} ms, "
+              f"backlog of {backlog} {entry['backlog']['p50_ms']:.3f} ms ({entry['ratio_p50']:.2f}x)", flush=True)
+    return results
+
+
+def reap_workload(system, leases):
+    """W7: jq_reap passes (default max_jobs) until leases expired all at once are all pending again."""
+    system.prepare(leases)
+    # Inline recovery off while claiming: the first leases would expire before the last are taken.
+    claimed = system.cluster.psql(system.name, f"""
+        SET pg_jobqueue.inline_reap_max = 0;
+        SELECT count(*) FROM generate_series(1, {leases // 1000}) AS pass,
+             LATERAL jq_claim('bench', 'reaper-' || pass, '1 second', 1000)""")
+    time.sleep(1.5)
+    system.vacuum()
+    passes, reaped, started = 0, 0, time.monotonic()
+    while True:
+        n = int(system.cluster.psql(system.name, "SELECT jq_reap()"))
+        passes += 1
+        reaped += n
+        if n == 0:
+            break
+    seconds = time.monotonic() - started
+    print(f"  w7      {system.name:9} {reaped} of {claimed} expired leases reaped in {seconds:.2f} s, "
+          f"{passes} passes (the last one finds none)", flush=True)
+    return {"leases": int(claimed), "reaped": reaped, "seconds": seconds, "passes": passes}
+
+
+GOALS = [
+    # (label, workload, numerator, denominator, goal)
+    ("W3 vs baseline", "w3", "jobqueue", "baseline", 1.0),
+    ("W3 vs pgmq", "w3", "jobqueue", "pgmq", 1.3),
+    ("W4 (100) vs baseline", "w4_100", "jobqueue", "baseline", 1.0),
+    ("W1 vs baseline", "w1", "jobqueue", "baseline", 0.9),
+    ("W2 vs pgmq", "w2", "jobqueue", "pgmq", 1.0),
+]
+
+
+def report(passes):
+    lines = []
+    for sync, result in passes.items():
+        lines.append(f"\nsynchronous_commit = {sync}")
+        lines.append(f"{'workload':9} {'system':9} {'jobs/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
+                     f"{'table MB':>9} {'index MB':>9} {'dead':>8} {'jq/this':>8}")
+        for workload, per_system in result["throughput"].items():
+            ours = per_system["jobqueue"]["jobs_per_s"]
+            for name, r in per_system.items():
+                ratio = "" if name == "jobqueue" else f"{ours / r['jobs_per_s']:.2f}"
+                lines.append(f"{workload:9} {name:9} {r['jobs_per_s']:9.0f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} "
+                             f"{r['table_bytes'] / 2**20:9.1f} {r['index_bytes'] / 2**20:9.1f} "
+                             f"{r['dead_tuples']:8.0f} {ratio:>8}")
+        for name, r in result["claim_latency"].items():
+            lines.append(f"w6        {name:9} claim p50 {r['small']['p50_ms']:.3f} ms with {r['small']['jobs']} jobs, "
+                         f"{r['backlog']['p50_ms']:.3f} ms with {r['backlog']['jobs']}: {r['ratio_p50']:.2f}x")
+        w7 = result["reap"]
+        lines.append(f"w7        jobqueue  {w7['reaped']} leases reaped in {w7['seconds']:.2f} s, {w7['passes']} passes")
+        lines.append("goals:")
+        tp = result["throughput"]
+        for label, workload, num, den, goal in GOALS:
+            ratio = tp[workload][num]["jobs_per_s"] / tp[workload][den]["jobs_per_s"]
+            lines.append(f"  {label:24} {ratio:5.2f}x  (goal {goal}x)  {'met' if ratio >= goal else 'SHORT'}")
+        w5 = tp["w5"]["jobqueue"]["jobs_per_s"] / tp["w3"]["jobqueue"]["jobs_per_s"]
+        lines.append(f"  {'W5 vs own W3':24} {w5:5.2f}x  (goal 0.8x)  {'met' if w5 >= 0.8 else 'SHORT'}")
+        w6 = result["claim_latency"]["jobqueue"]["ratio_p50"]
+        lines.append(f"  {'W6 backlog p50 / small':24} {w6:5.2f}x  (goal at most 1.5x)  {'met' if w6 <= 1.5 else 'SHORT'}")
+        lines.append(f"  {'W7 seconds':24} {w7['seconds']:5.2f} s  (goal under 10 s)  {'met' if w7['seconds'] < 10 else 'SHORT'}")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="one short run, a smaller backlog for W6")
+    parser.add_argument("--seconds", type=int, help="seconds per throughput run")
+    parser.add_argument("--runs", type=int, help="runs per workload (the median is reported)")
+    parser.add_argument("--port", type=int, default=55497)
+    parser.add_argument("--only", help="comma-separated synchronous_commit passes to run (on,off)")
+    parser.add_argument("--workloads", help="comma-separated throughput workloads to run (w1,...,w5); "
+                        "W6 and W7 only when not given")
+    parser.add_argument("--output", default=str(ROOT / "target/bench/results.json"))
+    args = parser.parse_args()
+    seconds = args.seconds or (3 if args.quick else 10)
+    runs = args.runs or (1 if args.quick else 3)
+    backlog = 100_000 if args.quick else 1_000_000
+    sync_passes = (args.only or "on,off").split(",")
+
+    pgmq_sql = sh(str(ROOT / "bench/fetch_pgmq.sh"), str(ROOT / "target/bench")).strip()
+    cluster = Cluster(args.port, os.path.join(tempfile.gettempdir(), "pg_jobqueue-bench"))
+    cluster.start()
+    try:
+        systems = [System(cluster, name) for name in SYSTEMS]
+        for system in systems:
+            system.install(pgmq_sql)
+        version = cluster.psql("jobqueue", "SELECT extversion FROM pg_extension WHERE extname = 'pg_jobqueue'")
+        passes = {}
+        for sync in sync_passes:
+            cluster.set_synchronous_commit(sync)
+            print(f"synchronous_commit = {sync}: {runs} run(s) of {seconds} s, {CLIENTS} clients", flush=True)
+            wanted = args.workloads.split(",") if args.workloads else None
+            passes[sync] = {"throughput": throughput_workloads(systems, seconds, runs, wanted)}
+            if not wanted:
+                passes[sync]["claim_latency"] = claim_latency_workload(systems, runs, backlog, 500 if args.quick else 2000)
+                passes[sync]["reap"] = reap_workload(systems[0], 100_000)
+    finally:
+        cluster.stop()
+    if not args.workloads:
+        print(report(passes))
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": " ".join(sys.argv),
+            "pg_jobqueue": version, "pgmq": "0.33.7", "seconds": seconds, "runs": runs, "clients": CLIENTS,
+            "server_conf": SERVER_CONF, "server": sh("pg_config", "--version").strip()}
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps({"meta": meta, "passes": passes}, indent=2))
+    print(f"\nwritten to {args.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+INSERT INTO jobs (payload) VALUES ('{"n": 1}');

@@ -1,0 +1,1 @@
+SELECT count(*) FROM jq_jobs WHERE status = 'pending';

@@ -1,0 +1,1 @@
+TRUNCATE jq_jobs CASCADE;

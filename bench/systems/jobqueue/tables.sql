@@ -1,0 +1,1 @@
+SELECT 'jq_jobs'::regclass UNION ALL SELECT 'jq_job_events'::regclass;

@@ -1,0 +1,1 @@
+SELECT jq_enqueue('bench', '{"n": 1}');

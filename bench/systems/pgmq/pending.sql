@@ -1,0 +1,1 @@
+SELECT count(*) FROM pgmq.q_bench WHERE vt <= clock_timestamp();

@@ -1,0 +1,1 @@
+TRUNCATE pgmq.q_bench, pgmq.a_bench;

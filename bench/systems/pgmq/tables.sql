@@ -1,0 +1,1 @@
+SELECT 'pgmq.q_bench'::regclass UNION ALL SELECT 'pgmq.a_bench'::regclass;

@@ -1,0 +1,1 @@
+SELECT pgmq.send('bench', '{"n": 1}');
