@@ -6,9 +6,12 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 # Installing into the system PostgreSQL needs root; a sudo user gets --sudo.
 ifeq ($(shell id -u),0)
 INSTALL_FLAGS :=
+SUDO :=
 else
 INSTALL_FLAGS := --sudo
+SUDO := sudo
 endif
+EXTENSION_DIR = $(shell $(PG_CONFIG) --sharedir)/extension
 
 .PHONY: all setup build install install-release test test-unit test-isolation test-integration demo soak bench bench-quick bench-claim bench-reap clean
 
@@ -21,12 +24,16 @@ build: setup
 	cargo build
 
 # The debug build, as the tests and the demo use it: it builds in a fraction of the time.
+# The frozen install scripts of released versions go beside the build, so that an old version can
+# be installed and upgraded (the upgrade test does).
 install: setup
 	cargo pgrx install --pg-config $(PG_CONFIG) $(INSTALL_FLAGS)
+	$(SUDO) install -m 644 sql/released/*.sql $(EXTENSION_DIR)/
 
 # The optimized build, for production and benchmarks.
 install-release: setup
 	cargo pgrx install --release --pg-config $(PG_CONFIG) $(INSTALL_FLAGS)
+	$(SUDO) install -m 644 sql/released/*.sql $(EXTENSION_DIR)/
 
 # Every test layer: #[pg_test] unit and plan tests, isolation specs, multi-connection tests.
 test: install

@@ -64,6 +64,32 @@ pub fn batch_size(value: Option<i32>) -> i32 {
     size
 }
 
+/// The ids and tokens of a batch completion: both present, of equal length, within
+/// `pg_jobqueue.max_batch_size`, and without NULL elements.
+pub fn job_batch(job_ids: Option<Vec<Option<i64>>>, lease_tokens: Option<Vec<Option<i64>>>) -> (Vec<i64>, Vec<i64>) {
+    let job_ids = job_ids.unwrap_or_else(|| null_argument("job_ids"));
+    let lease_tokens = lease_tokens.unwrap_or_else(|| null_argument("lease_tokens"));
+    if job_ids.len() != lease_tokens.len() {
+        invalid_argument(
+            "lease_tokens",
+            format_args!("has {} elements, job_ids has {}: give one token per job", lease_tokens.len(), job_ids.len()),
+        );
+    }
+    let max = guc::MAX_BATCH_SIZE.get();
+    if job_ids.len() > max as usize {
+        invalid_argument("job_ids", format_args!("must not have more than pg_jobqueue.max_batch_size ({max}) elements"));
+    }
+    (no_null_elements("job_ids", job_ids), no_null_elements("lease_tokens", lease_tokens))
+}
+
+fn no_null_elements(argument: &str, values: Vec<Option<i64>>) -> Vec<i64> {
+    values
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| v.unwrap_or_else(|| null_argument(&format!("{argument}[{}]", i + 1))))
+        .collect()
+}
+
 pub fn max_attempts(value: Option<i32>) -> Option<i32> {
     if let Some(n) = value {
         if n < 1 {

@@ -6,10 +6,11 @@ use pgrx::prelude::*;
 use pgrx::spi;
 
 use crate::spi_util::changed_any;
-use crate::{clock, input};
+use crate::{clock, input, plans};
 
 const HEARTBEAT: &str = include_str!("../sql/queries/heartbeat.sql");
 const COMPLETE: &str = include_str!("../sql/queries/complete.sql");
+const COMPLETE_BATCH: &str = include_str!("../sql/queries/complete_batch.sql");
 const FAIL: &str = include_str!("../sql/queries/fail.sql");
 
 /// Extends the lease to now + `extend` (default: the length it was claimed with), never past the
@@ -38,6 +39,27 @@ fn jq_complete(job_id: Option<i64>, worker: Option<&str>, lease_token: Option<i6
     let lease_token = input::lease_token(lease_token);
     let now = clock::now();
     changed_any(COMPLETE, &[job_id.into(), worker.into(), lease_token.into(), now.into()])
+}
+
+/// jq_complete for a batch, in one statement: `lease_tokens[i]` is the token of `job_ids[i]`. Each job
+/// is completed under jq_complete's guard; returns the ids it completed, in no particular order.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(@extschema@, pg_catalog, pg_temp)]
+fn jq_complete_batch(
+    job_ids: Option<Vec<Option<i64>>>,
+    worker: Option<&str>,
+    lease_tokens: Option<Vec<Option<i64>>>,
+) -> spi::Result<TableIterator<'static, (name!(id, i64),)>> {
+    let (job_ids, lease_tokens) = input::job_batch(job_ids, lease_tokens);
+    let worker = input::worker(worker);
+    let now = clock::now();
+    let args = [job_ids.into(), worker.into(), lease_tokens.into(), now.into(), "running".into()];
+    let completed = Spi::connect_mut(|client| {
+        plans::run(client, COMPLETE_BATCH, &args)?
+            .map(|row| row.get::<i64>(1).map(|id| (id.expect("jq_jobs.id is NOT NULL"),)))
+            .collect::<spi::Result<Vec<(i64,)>>>()
+    })?;
+    Ok(TableIterator::new(completed))
 }
 
 /// Records a failed attempt. Not retryable, or no attempts left: the job is dead. Otherwise it is

@@ -1,0 +1,21 @@
+-- $1 job_ids, $2 worker, $3 lease_tokens (same length as $1, pairwise), $4 now,
+-- $5 the text 'running', as a parameter (see below)
+-- jq_complete for many jobs in one statement: each job is completed under complete.sql's guard,
+-- and a job whose guard fails is left as it is. An id given twice is completed once.
+--
+-- Each row is found by primary key. Written `status = 'running'`, the guard would let the planner
+-- walk the whole index of running jobs instead, whenever statistics say few jobs run (see
+-- complete.sql). Compared with a parameter, the status no longer proves that index's predicate:
+-- this statement only ever runs with a generic plan (plans.rs), and the plan test checks it.
+UPDATE jq_jobs j
+SET status = 'succeeded',
+    lease_owner = NULL,
+    lease_expires_at = NULL,
+    finished_at = $4
+FROM unnest($1::bigint[], $3::bigint[]) AS done(id, lease_token)
+WHERE j.id = done.id
+  AND j.status = $5::jq_status
+  AND j.lease_owner = $2
+  AND j.lease_token = done.lease_token
+  AND j.lease_expires_at > $4
+RETURNING j.id

@@ -1,0 +1,100 @@
+//! Upgrades in place: a database on the first release (its frozen install script in sql/released)
+//! takes jobs, is upgraded with `ALTER EXTENSION pg_jobqueue UPDATE`, keeps its jobs and leases, and
+//! then has exactly the objects of a fresh install of the current version.
+
+use jq_harness::{Client, Cluster};
+
+#[test]
+fn an_upgrade_from_the_first_release_keeps_the_queue_and_matches_a_fresh_install() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    admin.batch_execute("CREATE DATABASE upgraded").unwrap();
+    admin.batch_execute("CREATE DATABASE fresh").unwrap();
+    let connect = |db: &str| postgres::Client::connect(&cluster.dsn().replace("dbname=postgres", &format!("dbname={db}")), postgres::NoTls).unwrap();
+
+    let mut old = connect("upgraded");
+    old.batch_execute("CREATE EXTENSION pg_jobqueue VERSION '0.1.0'").unwrap();
+    old.batch_execute(
+        "INSERT INTO jq_queues (queue_name, max_attempts) VALUES ('kept', 3);
+         SELECT jq_enqueue_batch('kept', array_fill('{\"x\": 1}'::jsonb, ARRAY[3]));",
+    )
+    .unwrap();
+    let row = old.query_one("SELECT id, lease_token FROM jq_claim('kept', 'w', interval '1 hour')", &[]).unwrap();
+    let (id, token): (i64, i64) = (row.get(0), row.get(1));
+
+    old.batch_execute("ALTER EXTENSION pg_jobqueue UPDATE").unwrap();
+    let (installed, current): (String, String) = {
+        let row = old
+            .query_one(
+                "SELECT e.extversion, a.default_version FROM pg_extension e
+                 JOIN pg_available_extensions a ON a.name = e.extname WHERE e.extname = 'pg_jobqueue'",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(installed, current, "ALTER EXTENSION UPDATE did not reach the current version");
+    assert_ne!(installed, "0.1.0", "this test needs a version after the first release");
+
+    // The lease taken before the upgrade is honoured after it, by a function the upgrade added.
+    let completed: Vec<i64> =
+        old.query("SELECT * FROM jq_complete_batch(ARRAY[$1::bigint], 'w', ARRAY[$2::bigint])", &[&id, &token])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+    assert_eq!(completed, vec![id]);
+    let pending: i64 = old.query_one("SELECT count(*) FROM jq_jobs WHERE status = 'pending'", &[]).unwrap().get(0);
+    assert_eq!(pending, 2, "the other jobs of the old version are still there");
+
+    let mut fresh = connect("fresh");
+    fresh.batch_execute("CREATE EXTENSION pg_jobqueue").unwrap();
+    let (upgraded, fresh) = (objects(&mut old), objects(&mut fresh));
+    let differences: Vec<_> = upgraded.iter().filter(|o| !fresh.contains(o)).chain(fresh.iter().filter(|o| !upgraded.contains(o))).collect();
+    assert!(differences.is_empty(), "the upgraded extension differs from a fresh install: {differences:#?}");
+}
+
+/// Every object of the extension with its full definition: functions, tables and their columns,
+/// constraints, indexes, views, sequences, types, and what pg_dump keeps.
+fn objects(client: &mut Client) -> Vec<String> {
+    client
+        .query(
+            "WITH member AS (
+                 SELECT d.classid, d.objid FROM pg_depend d
+                 JOIN pg_extension e ON e.oid = d.refobjid AND d.refclassid = 'pg_extension'::regclass
+                 WHERE e.extname = 'pg_jobqueue' AND d.deptype = 'e'
+             ), rel AS (
+                 SELECT c.oid, c.relname, c.relkind, c.reloptions FROM pg_class c
+                 JOIN member m ON m.classid = 'pg_class'::regclass AND m.objid = c.oid
+             )
+             SELECT 'function ' || p.oid::regprocedure || ': ' || pg_get_functiondef(p.oid)
+             FROM pg_proc p JOIN member m ON m.classid = 'pg_proc'::regclass AND m.objid = p.oid
+             UNION ALL
+             SELECT 'type ' || t.oid::regtype || ': ' || coalesce(string_agg(en.enumlabel, ',' ORDER BY en.enumsortorder), '')
+             FROM pg_type t JOIN member m ON m.classid = 'pg_type'::regclass AND m.objid = t.oid
+             LEFT JOIN pg_enum en ON en.enumtypid = t.oid GROUP BY t.oid
+             UNION ALL
+             SELECT format('relation %s (%s) %s', relname, relkind, reloptions) FROM rel
+             UNION ALL
+             SELECT format('column %s.%s %s not null %s default %s', r.relname, a.attname,
+                           format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(ad.adbin, ad.adrelid))
+             FROM rel r JOIN pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped
+             LEFT JOIN pg_attrdef ad ON ad.adrelid = r.oid AND ad.adnum = a.attnum
+             UNION ALL
+             SELECT format('constraint %s.%s %s', r.relname, co.conname, pg_get_constraintdef(co.oid))
+             FROM rel r JOIN pg_constraint co ON co.conrelid = r.oid
+             UNION ALL
+             SELECT 'index ' || pg_get_indexdef(i.indexrelid) FROM rel r JOIN pg_index i ON i.indrelid = r.oid
+             UNION ALL
+             SELECT 'view ' || relname || ': ' || pg_get_viewdef(oid) FROM rel WHERE relkind = 'v'
+             UNION ALL
+             SELECT format('dumped %s %s', c::regclass, cond)
+             FROM pg_extension e, unnest(e.extconfig, e.extcondition) AS u(c, cond) WHERE e.extname = 'pg_jobqueue'
+             ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
