@@ -1010,6 +1010,15 @@ mod tests {
                 "1, 'w', 1, 'E', NULL, true, NULL, now()",
             ),
         ];
+        let redrive = [
+            (include_str!("../sql/queries/retry.sql"), "bigint, timestamptz", "1, now()"),
+            (include_str!("../sql/queries/cancel.sql"), "bigint, timestamptz", "1, now()"),
+        ];
+        for (sql, types, args) in redrive {
+            let plan = generic_plan(sql, types, args);
+            assert_no_seq_scan(&plan);
+            assert!(!plan_nodes(&plan).iter().any(|n| n["Index Name"] == "jq_jobs_unresolved"), "{plan}");
+        }
         for (sql, types, args) in by_id {
             let plan = generic_plan(sql, types, args);
             assert_no_seq_scan(&plan);

@@ -1,8 +1,12 @@
 -- $1 job_id, $2 now
 -- Re-drive: same id and history, a fresh attempt budget (attempt_count restarts; the event keeps the
 -- count it had). The fencing token is never reset, so leases from before stay stale.
+--
+-- The UPDATE finds the row by the ctid its lock was taken on: with `status IN ('dead', 'cancelled')`
+-- in its WHERE, the planner may otherwise walk the whole index of dead and cancelled jobs whenever
+-- statistics say there are few (see complete.sql; the plan test checks this one too).
 WITH before AS (
-    SELECT j.id, j.attempt_count FROM jq_jobs j WHERE j.id = $1 FOR UPDATE
+    SELECT j.id, j.ctid, j.attempt_count FROM jq_jobs j WHERE j.id = $1 FOR UPDATE
 ), redriven AS (
     UPDATE jq_jobs j
     SET status = 'pending',
@@ -10,7 +14,7 @@ WITH before AS (
         attempt_count = 0,
         finished_at = NULL
     FROM before b
-    WHERE j.id = b.id
+    WHERE j.ctid = b.ctid
       AND j.status IN ('dead', 'cancelled')
     RETURNING j.id, j.queue_name, j.lease_token, b.attempt_count
 )
