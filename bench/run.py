@@ -296,6 +296,31 @@ def report(passes):
     return "\n".join(lines)
 
 
+def markdown(results):
+    """The results file as the Markdown tables of bench/README.md."""
+    meta, lines = results["meta"], []
+    lines.append(f"{meta['date']}, `{meta['command']}`, pg_jobqueue {meta['pg_jobqueue']}, pgmq {meta['pgmq']}, "
+                 f"{meta['server']}; {meta['runs']} runs of {meta['seconds']} s, {meta['clients']} clients, median.")
+    for sync, result in results["passes"].items():
+        lines += ["", f"`synchronous_commit = {sync}`", "",
+                  "| workload | system | jobs/s | p50 ms | p99 ms | table MB | index MB | dead tuples | jobqueue / system |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for workload, per_system in result["throughput"].items():
+            ours = per_system["jobqueue"]["jobs_per_s"]
+            for name, r in per_system.items():
+                ratio = "" if name == "jobqueue" else f"{ours / r['jobs_per_s']:.2f}"
+                lines.append(f"| {workload.upper().replace('_', ' batch ')} | {name} | {r['jobs_per_s']:,.0f} | "
+                             f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['table_bytes'] / 2**20:.1f} | "
+                             f"{r['index_bytes'] / 2**20:.1f} | {r['dead_tuples']:,.0f} | {ratio} |")
+        lines += ["", "| W6 | claim p50, 10,000 jobs | claim p50, 1,000,000 jobs | ratio |", "|---|---:|---:|---:|"]
+        for name, r in result["claim_latency"].items():
+            lines.append(f"| {name} | {r['small']['p50_ms']:.3f} ms | {r['backlog']['p50_ms']:.3f} ms | {r['ratio_p50']:.2f} |")
+        w7 = result["reap"]
+        lines += ["", f"W7: {w7['reaped']:,} expired leases reaped in {w7['seconds']:.2f} s, "
+                      f"{w7['passes']} `jq_reap()` passes (the last finds none)."]
+    return "\n".join(lines)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="one short run, a smaller backlog for W6")
@@ -306,7 +331,11 @@ def main():
     parser.add_argument("--workloads", help="comma-separated throughput workloads to run (w1,...,w5); "
                         "W6 and W7 only when not given")
     parser.add_argument("--output", default=str(ROOT / "target/bench/results.json"))
+    parser.add_argument("--markdown", metavar="RESULTS", help="print a results file as Markdown tables and exit")
     args = parser.parse_args()
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text())))
+        return
     seconds = args.seconds or (3 if args.quick else 10)
     runs = args.runs or (1 if args.quick else 3)
     backlog = 100_000 if args.quick else 1_000_000
