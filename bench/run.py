@@ -265,19 +265,24 @@ GOALS = [
 ]
 
 
+def throughput_rows(result):
+    """Each throughput figure as (workload, system, figures, pg_jobqueue's jobs/s over this system's)."""
+    for workload, per_system in result["throughput"].items():
+        ours = per_system["jobqueue"]["jobs_per_s"]
+        for name, r in per_system.items():
+            yield workload, name, r, ("" if name == "jobqueue" else f"{ours / r['jobs_per_s']:.2f}")
+
+
 def report(passes):
     lines = []
     for sync, result in passes.items():
         lines.append(f"\nsynchronous_commit = {sync}")
         lines.append(f"{'workload':9} {'system':9} {'jobs/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
                      f"{'table MB':>9} {'index MB':>9} {'dead':>8} {'jq/this':>8}")
-        for workload, per_system in result["throughput"].items():
-            ours = per_system["jobqueue"]["jobs_per_s"]
-            for name, r in per_system.items():
-                ratio = "" if name == "jobqueue" else f"{ours / r['jobs_per_s']:.2f}"
-                lines.append(f"{workload:9} {name:9} {r['jobs_per_s']:9.0f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} "
-                             f"{r['table_bytes'] / 2**20:9.1f} {r['index_bytes'] / 2**20:9.1f} "
-                             f"{r['dead_tuples']:8.0f} {ratio:>8}")
+        for workload, name, r, ratio in throughput_rows(result):
+            lines.append(f"{workload:9} {name:9} {r['jobs_per_s']:9.0f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} "
+                         f"{r['table_bytes'] / 2**20:9.1f} {r['index_bytes'] / 2**20:9.1f} "
+                         f"{r['dead_tuples']:8.0f} {ratio:>8}")
         for name, r in result["claim_latency"].items():
             lines.append(f"w6        {name:9} claim p50 {r['small']['p50_ms']:.3f} ms with {r['small']['jobs']} jobs, "
                          f"{r['backlog']['p50_ms']:.3f} ms with {r['backlog']['jobs']}: {r['ratio_p50']:.2f}x")
@@ -305,13 +310,10 @@ def markdown(results):
         lines += ["", f"`synchronous_commit = {sync}`", "",
                   "| workload | system | jobs/s | p50 ms | p99 ms | table MB | index MB | dead tuples | jobqueue / system |",
                   "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-        for workload, per_system in result["throughput"].items():
-            ours = per_system["jobqueue"]["jobs_per_s"]
-            for name, r in per_system.items():
-                ratio = "" if name == "jobqueue" else f"{ours / r['jobs_per_s']:.2f}"
-                lines.append(f"| {workload.upper().replace('_', ' batch ')} | {name} | {r['jobs_per_s']:,.0f} | "
-                             f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['table_bytes'] / 2**20:.1f} | "
-                             f"{r['index_bytes'] / 2**20:.1f} | {r['dead_tuples']:,.0f} | {ratio} |")
+        for workload, name, r, ratio in throughput_rows(result):
+            lines.append(f"| {workload.upper().replace('_', ' batch ')} | {name} | {r['jobs_per_s']:,.0f} | "
+                         f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['table_bytes'] / 2**20:.1f} | "
+                         f"{r['index_bytes'] / 2**20:.1f} | {r['dead_tuples']:,.0f} | {ratio} |")
         lines += ["", "| W6 | claim p50, 10,000 jobs | claim p50, 1,000,000 jobs | ratio |", "|---|---:|---:|---:|"]
         for name, r in result["claim_latency"].items():
             lines.append(f"| {name} | {r['small']['p50_ms']:.3f} ms | {r['backlog']['p50_ms']:.3f} ms | {r['ratio_p50']:.2f} |")
