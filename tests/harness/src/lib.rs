@@ -116,3 +116,8 @@ pub fn wait_until_within(what: &str, limit: Duration, mut condition: impl FnMut(
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The first column of every row `sql` returns, as text: for comparing whole states in one assert.
+pub fn text_rows(client: &mut Client, sql: &str) -> Vec<String> {
+    client.query(sql, &[]).expect("the query runs").iter().map(|row| row.get(0)).collect()
+}

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use jq_harness::Cluster;
+use jq_harness::{text_rows, Cluster};
 
 #[test]
 fn a_dump_and_restore_keeps_jobs_settings_history_and_ids() {
@@ -22,17 +22,13 @@ fn a_dump_and_restore_keeps_jobs_settings_history_and_ids() {
     };
     client.query_one("SELECT jq_fail($1, 'w', $2, 'BOOM', 'kept in history', retryable => false)", &[&id, &token]).unwrap();
     let snapshot = |c: &mut jq_harness::Client| -> Vec<String> {
-        c.query(
+        text_rows(
+            c,
             "SELECT format('%s|%s|%s|%s|%s', id, status, payload, attempt_count, coalesce(dedup_key, '')) FROM jq_jobs
              UNION ALL SELECT format('event|%s|%s|%s', job_id, event, error_message) FROM jq_job_events
              UNION ALL SELECT format('queue|%s|%s|%s', queue_name, max_attempts, concurrency_limit) FROM jq_queues
              ORDER BY 1",
-            &[],
         )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
     };
     let before = snapshot(&mut client);
     let max_id: i64 = client.query_one("SELECT max(id) FROM jq_jobs", &[]).unwrap().get(0);

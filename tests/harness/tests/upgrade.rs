@@ -2,7 +2,7 @@
 //! takes jobs, is upgraded with `ALTER EXTENSION pg_jobqueue UPDATE`, keeps its jobs and leases, and
 //! then has exactly the objects of a fresh install of the current version.
 
-use jq_harness::{Client, Cluster};
+use jq_harness::{text_rows, Client, Cluster};
 
 #[test]
 fn an_upgrade_from_the_first_release_keeps_the_queue_and_matches_a_fresh_install() {
@@ -57,9 +57,9 @@ fn an_upgrade_from_the_first_release_keeps_the_queue_and_matches_a_fresh_install
 /// Every object of the extension with its full definition: functions, tables and their columns,
 /// constraints, indexes, views, sequences, types, and what pg_dump keeps.
 fn objects(client: &mut Client) -> Vec<String> {
-    client
-        .query(
-            "WITH member AS (
+    text_rows(
+        client,
+        "WITH member AS (
                  SELECT d.classid, d.objid FROM pg_depend d
                  JOIN pg_extension e ON e.oid = d.refobjid AND d.refclassid = 'pg_extension'::regclass
                  WHERE e.extname = 'pg_jobqueue' AND d.deptype = 'e'
@@ -91,10 +91,5 @@ fn objects(client: &mut Client) -> Vec<String> {
              SELECT format('dumped %s %s', c::regclass, cond)
              FROM pg_extension e, unnest(e.extconfig, e.extcondition) AS u(c, cond) WHERE e.extname = 'pg_jobqueue'
              ORDER BY 1",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
+    )
 }
