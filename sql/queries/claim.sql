@@ -30,7 +30,7 @@ WITH queue AS (
     -- UNION ALL runs its branches in order and LIMIT stops it, so the second branch locks rows only
     -- when the first did not fill the batch. The branches may overlap (a starving job is also in
     -- priority order); the second returns such a row again, already locked by this statement, and
-    -- `id = ANY(...)` below updates it once. Excluding starving jobs from the second branch instead
+    -- `ctid = ANY(...)` below updates it once. Excluding starving jobs from the second branch instead
     -- would make the planner expect a narrow range there and sort.
     SELECT ctid FROM (
         SELECT j.ctid
