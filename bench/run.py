@@ -28,7 +28,6 @@ SERVER_CONF = [
     "shared_buffers = 1GB",
     "max_wal_size = 8GB",
     "checkpoint_timeout = 30min",
-    "max_connections = 100",
     "jit = off",
 ]
 # Jobs a system is expected to move per second in each workload: sizes the prefill so no run drains

@@ -912,10 +912,7 @@ mod tests {
     /// view and retention do not scan the table either.
     #[pg_test]
     fn claim_and_reap_plans_use_their_partial_indexes() {
-        run("INSERT INTO jq_jobs (queue_name, payload, status, available_at, max_attempts, created_at, finished_at, attempt_count)
-             SELECT 'q' || (i % 4), '{}', 'succeeded', now(), 8, now(), now(), 1 FROM generate_series(1, 100000) i");
-        run("INSERT INTO jq_jobs (queue_name, payload, priority, available_at, max_attempts, created_at)
-             SELECT 'q' || (i % 4), '{}', i % 5, now() - (i || ' s')::interval, 8, now() FROM generate_series(1, 10000) i");
+        add_history_and_backlog();
         run("SELECT count(*) FROM jq_claim('q1', 'w', interval '1 s', 50)");
         run("ANALYZE jq_jobs");
 
@@ -970,10 +967,7 @@ mod tests {
         run("SET LOCAL plan_cache_mode = force_generic_plan");
         run("SET LOCAL enable_seqscan = off");
         assert_generic_plans_use_indexes();
-        run("INSERT INTO jq_jobs (queue_name, payload, status, available_at, max_attempts, created_at, finished_at, attempt_count)
-             SELECT 'q' || (i % 4), '{}', 'succeeded', now(), 8, now(), now(), 1 FROM generate_series(1, 100000) i");
-        run("INSERT INTO jq_jobs (queue_name, payload, priority, available_at, max_attempts, created_at)
-             SELECT 'q' || (i % 4), '{}', i % 5, now() - (i || ' s')::interval, 8, now() FROM generate_series(1, 10000) i");
+        add_history_and_backlog();
         run("INSERT INTO jq_queues (queue_name, concurrency_limit) VALUES ('q3', 10)");
         // Statistics taken while nothing ran, then many running jobs: the case where the index of
         // running jobs looks empty to the planner but is not.
@@ -1048,6 +1042,14 @@ mod tests {
 
     fn assert_has_node(plan: &serde_json::Value, node_type: &str) {
         assert!(plan_nodes(plan).iter().any(|n| n["Node Type"] == node_type), "the plan has no {node_type}: {plan}");
+    }
+
+    /// 100k succeeded jobs and 10k pending ones (five priorities, a second apart) over four queues.
+    fn add_history_and_backlog() {
+        run("INSERT INTO jq_jobs (queue_name, payload, status, available_at, max_attempts, created_at, finished_at, attempt_count)
+             SELECT 'q' || (i % 4), '{}', 'succeeded', now(), 8, now(), now(), 1 FROM generate_series(1, 100000) i");
+        run("INSERT INTO jq_jobs (queue_name, payload, priority, available_at, max_attempts, created_at)
+             SELECT 'q' || (i % 4), '{}', i % 5, now() - (i || ' s')::interval, 8, now() FROM generate_series(1, 10000) i");
     }
 
     fn plan_nodes(plan: &serde_json::Value) -> Vec<&serde_json::Value> {
