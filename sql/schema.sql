@@ -30,6 +30,9 @@ CREATE TABLE jq_queues (
     -- Dead jobs are never pruned: they wait for an operator (jq_retry_dead, jq_purge_dead).
     retention     interval DEFAULT '7 days'
                   CONSTRAINT jq_queues_retention_positive CHECK (retention > interval '0'),
+    -- Whether committed enqueues send NOTIFY "jq_<queue_name>" (LISTEN wake-ups). A session reads
+    -- it at most once a second, so a change reaches every session within a second.
+    notify        boolean NOT NULL DEFAULT true,
     CONSTRAINT jq_queues_backoff_cap_ge_base CHECK (backoff_cap >= backoff_base)
 );
 

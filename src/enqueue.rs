@@ -6,7 +6,7 @@ use pgrx::spi;
 
 use crate::payload::Payload;
 use crate::spi_util::first_value;
-use crate::{clock, input, plans};
+use crate::{clock, input, plans, wake};
 
 const INSERT: &str = include_str!("../sql/queries/enqueue.sql");
 const INSERT_UNLESS_KEY_HELD: &str = include_str!("../sql/queries/enqueue_dedup.sql");
@@ -50,11 +50,14 @@ fn jq_enqueue(
             ],
         )?;
         if let Some(id) = first_value::<i64>(inserted)? {
+            wake::after_enqueue(client, queue_name)?;
             return Ok(id);
         }
         // A live job holds the key. It may finish between the two statements; then the key is free
-        // and the insert is tried again.
-        let holder = client.select(LIVE_HOLDER_OF_KEY, None, &[queue_name.into(), dedup_key.into()])?;
+        // and the insert is tried again. Run read-write (as plans::run does), so that the lookup
+        // takes a fresh snapshot: a read-only one would reuse the calling statement's, which may
+        // predate the holder, and the loop would never end.
+        let holder = plans::run(client, LIVE_HOLDER_OF_KEY, &[queue_name.into(), dedup_key.into()])?;
         if let Some(id) = first_value::<i64>(holder)? {
             return Ok(id);
         }
@@ -89,8 +92,13 @@ fn jq_enqueue_batch(
             INSERT_BATCH,
             &[queue_name.into(), payloads.into(), priority.into(), run_at.into(), max_attempts.into(), now.into()],
         )?;
-        rows.map(|row| row.get::<i64>(1).map(|id| id.expect("jq_jobs.id is NOT NULL")))
-            .collect::<spi::Result<Vec<i64>>>()
+        let ids = rows
+            .map(|row| row.get::<i64>(1).map(|id| id.expect("jq_jobs.id is NOT NULL")))
+            .collect::<spi::Result<Vec<i64>>>()?;
+        if !ids.is_empty() {
+            wake::after_enqueue(client, queue_name)?;
+        }
+        Ok::<_, spi::Error>(ids)
     })?;
     Ok(SetOfIterator::new(ids))
 }

@@ -10,6 +10,8 @@ use pgrx::pg_sys;
 
 pub static MAX_PAYLOAD_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 pub static MAX_LEASE_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(24 * 60 * 60);
+pub static MAX_WAIT_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(5 * 60);
+pub static WAIT_RECHECK_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 pub static MAX_BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1000);
 pub static INLINE_REAP_MAX: GucSetting<i32> = GucSetting::<i32>::new(10);
 pub static INLINE_REAP_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
@@ -40,6 +42,26 @@ pub fn init() {
         i32::MAX,
         GucContext::Suset,
         GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"pg_jobqueue.max_wait",
+        c"Longest wait a jq_claim accepts.",
+        c"A waiting claim occupies its connection (and, behind a pooler, a server connection) while it waits.",
+        &MAX_WAIT_SECONDS,
+        0,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"pg_jobqueue.wait_recheck",
+        c"How often a waiting jq_claim looks for work on its own, between wake-ups.",
+        c"Enqueues wake waiting claims at once (with the library preloaded); this finds what no wake-up announces: an unpaused queue, a freed slot of a limited queue, the end of a retry's backoff. Without preload a waiting claim polls at most every 200 ms.",
+        &WAIT_RECHECK_MS,
+        10,
+        3_600_000,
+        GucContext::Suset,
+        GucFlags::UNIT_MS,
     );
     GucRegistry::define_int_guc(
         c"pg_jobqueue.max_batch_size",

@@ -52,6 +52,20 @@ pub fn lease_length(argument: &str, value: Option<Interval>) -> Option<Interval>
     Some(length)
 }
 
+/// A claim's `wait`: NULL or zero means none. A negative wait, or one over `pg_jobqueue.max_wait`,
+/// is refused.
+pub fn wait(value: Option<Interval>) -> Option<std::time::Duration> {
+    let micros = value?.as_micros();
+    if micros < 0 {
+        invalid_argument("wait", "must not be negative");
+    }
+    let max_seconds = guc::MAX_WAIT_SECONDS.get();
+    if micros > i128::from(max_seconds) * MICROS_PER_SECOND {
+        invalid_argument("wait", format_args!("must not exceed pg_jobqueue.max_wait ({max_seconds} s)"));
+    }
+    (micros > 0).then(|| std::time::Duration::from_micros(micros as u64))
+}
+
 pub fn batch_size(value: Option<i32>) -> i32 {
     let size = value.unwrap_or_else(|| null_argument("batch_size"));
     let max = guc::MAX_BATCH_SIZE.get();

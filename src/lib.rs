@@ -13,6 +13,7 @@ mod input;
 mod payload;
 mod plans;
 mod spi_util;
+mod wake;
 
 mod claim;
 mod enqueue;
@@ -31,6 +32,7 @@ pub extern "C-unwind" fn _PG_init() {
     guc::init();
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         reaper::register_workers();
+        wake::init_shared_memory();
     }
 }
 

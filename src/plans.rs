@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys::{self, PgOid};
-use pgrx::spi::{self, OwnedPreparedStatement, SpiClient, SpiTupleTable};
+use pgrx::spi::{self, OwnedPreparedStatement, Query, SpiClient, SpiTupleTable};
 
 const PLAN_LIFETIME: Duration = Duration::from_secs(1);
 
@@ -39,7 +39,12 @@ pub fn run<'conn>(
 ) -> spi::Result<SpiTupleTable<'conn>> {
     let plan = plan_for(client, sql, args)?;
     let _settings = ForceGenericPlan::new();
-    client.update(&*plan, None, args)
+    // Not `client.update()`: that assigns the transaction an id up front, whether the statement
+    // changes a row or not. A claim that finds nothing would then write and (with synchronous_commit)
+    // flush a commit record, and a waiting claim would hold back VACUUM with its id while it sleeps.
+    // The plan was prepared as mutating, so it runs read-write; PostgreSQL assigns an id only when
+    // a row actually changes.
+    Query::execute(&*plan, client, None, args)
 }
 
 fn plan_for(client: &SpiClient, sql: &'static str, args: &[DatumWithOid]) -> spi::Result<Rc<OwnedPreparedStatement>> {

@@ -870,7 +870,33 @@ mod tests {
         assert_refused("SELECT jq_claim('q', 'w', batch_size => 0)", "22023", "batch_size");
         assert_refused("SELECT jq_claim('q', 'w', batch_size => 1001)", "22023", "batch_size");
         assert_refused("SELECT jq_claim('q', 'w', batch_size => NULL)", "22004", "batch_size");
+        assert_refused("SELECT jq_claim('q', 'w', wait => interval '-1 s')", "22023", "wait");
+        assert_refused("SELECT jq_claim('q', 'w', wait => interval '301 s')", "22023", "pg_jobqueue.max_wait");
         assert_eq!(one::<i64>("SELECT count(*) FROM jq_jobs WHERE status = 'running'"), 0);
+    }
+
+    #[pg_test]
+    fn a_waiting_claim_returns_a_job_when_its_run_at_comes() {
+        let id = one::<i64>("SELECT jq_enqueue('q', '{}', run_at => clock_timestamp() + interval '300 ms')");
+        let (claimed, due) = Spi::get_two::<i64, bool>(
+            "SELECT c.id, clock_timestamp() >= j.available_at
+             FROM jq_claim('q', 'w', wait => interval '20 s') c JOIN jq_jobs j USING (id)",
+        )
+        .unwrap();
+        assert_eq!(claimed, Some(id));
+        assert_eq!(due, Some(true), "claimed before its run_at");
+    }
+
+    #[pg_test]
+    fn a_waiting_claim_with_nothing_to_claim_returns_no_rows_after_its_wait() {
+        let elapsed = one::<bool>(
+            "WITH t0 AS MATERIALIZED (SELECT clock_timestamp() AS at),
+                  c AS MATERIALIZED (SELECT count(*) AS n FROM jq_claim('q', 'w', wait => interval '300 ms'))
+             SELECT c.n = 0 AND clock_timestamp() - t0.at >= interval '300 ms' FROM t0, c",
+        );
+        assert!(elapsed, "returned a job, or returned before its wait was over");
+        // Zero means no wait: a plain claim.
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_claim('q', 'w', wait => interval '0')"), 0);
     }
 
     #[pg_test]
@@ -990,6 +1016,14 @@ mod tests {
         }
         let running = generic_plan(include_str!("../sql/queries/claim_running.sql"), "text", "'q3'");
         assert_no_seq_scan(&running);
+        // What a waiting claim runs between its looks.
+        let next_due = generic_plan(include_str!("../sql/queries/claim_next_due.sql"), "text, timestamptz", "'q1', now()");
+        assert_no_seq_scan(&next_due);
+        assert_reads_index(&next_due, "jq_jobs_fifo");
+        let slot_free = generic_plan(include_str!("../sql/queries/claim_slot_free.sql"), "text, timestamptz", "'q3', now()");
+        assert_no_seq_scan(&slot_free);
+        let holder = generic_plan(include_str!("../sql/queries/enqueue_existing.sql"), "text, text", "'q1', 'k'");
+        assert_no_seq_scan(&holder);
         let by_id = [
             (include_str!("../sql/queries/complete.sql"), "bigint, text, bigint, timestamptz", "1, 'w', 1, now()"),
             (

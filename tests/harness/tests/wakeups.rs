@@ -1,0 +1,259 @@
+//! Wake-ups: NOTIFY after committed enqueues, and the waiting claim (jq_claim's `wait`), with and
+//! without the library preloaded. Each waiting test sets `pg_jobqueue.wait_recheck` to an hour
+//! where it checks a wake-up, so that only the wake-up under test can end the wait early.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use jq_harness::{wait_until, Client, Cluster};
+use postgres::error::SqlState;
+use postgres::fallible_iterator::FallibleIterator;
+
+const PRELOAD: &str = "shared_preload_libraries = 'pg_jobqueue'";
+
+/// The `jq_*` notifications `listener` receives before the `marker` notification. NOTIFYs arrive in
+/// commit order, so a marker sent after the transactions under test bounds what they sent.
+fn notifications_before_marker(listener: &mut Client) -> Vec<(String, String)> {
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let mut notifications = listener.notifications();
+        let mut iter = notifications.timeout_iter(Duration::from_millis(200));
+        while let Some(n) = iter.next().unwrap() {
+            if n.channel() == "marker" {
+                return seen;
+            }
+            seen.push((n.channel().to_owned(), n.payload().to_owned()));
+        }
+    }
+    panic!("the marker notification never came");
+}
+
+#[test]
+fn a_committed_enqueue_notifies_once_per_queue_and_a_rolled_back_one_never() {
+    let cluster = Cluster::start();
+    let mut listener = cluster.connect();
+    listener.batch_execute(r#"LISTEN "jq_mail"; LISTEN "jq_sms"; LISTEN marker"#).unwrap();
+    let mut producer = cluster.connect();
+
+    producer
+        .batch_execute("BEGIN; SELECT jq_enqueue('mail', '{}'); SELECT jq_enqueue('sms', '{}'); ROLLBACK; NOTIFY marker")
+        .unwrap();
+    assert_eq!(notifications_before_marker(&mut listener), vec![], "a rolled-back enqueue notified");
+
+    producer
+        .batch_execute(
+            "BEGIN;
+             SELECT jq_enqueue('mail', '{\"to\": \"a\"}');
+             SELECT jq_enqueue('mail', '{\"to\": \"b\"}');
+             SELECT jq_enqueue_batch('mail', ARRAY['{}', '{}']::jsonb[]);
+             SELECT jq_enqueue('sms', '{}');
+             COMMIT;
+             NOTIFY marker",
+        )
+        .unwrap();
+    let mut got = notifications_before_marker(&mut listener);
+    got.sort();
+    // One per queue, and the payload carries no job data.
+    assert_eq!(got, vec![("jq_mail".to_owned(), String::new()), ("jq_sms".to_owned(), String::new())]);
+
+    // A savepoint rolled back takes its notification with it.
+    producer
+        .batch_execute("BEGIN; SAVEPOINT s; SELECT jq_enqueue('mail', '{}'); ROLLBACK TO s; COMMIT; NOTIFY marker")
+        .unwrap();
+    assert_eq!(notifications_before_marker(&mut listener), vec![]);
+}
+
+#[test]
+fn notify_can_be_turned_off_per_queue() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    admin.batch_execute("INSERT INTO jq_queues (queue_name, notify) VALUES ('quiet', false)").unwrap();
+    let mut listener = cluster.connect();
+    listener.batch_execute(r#"LISTEN "jq_quiet"; LISTEN "jq_loud"; LISTEN marker"#).unwrap();
+
+    // A new session reads the setting on its first enqueue into the queue.
+    let mut producer = cluster.connect();
+    producer
+        .batch_execute("SELECT jq_enqueue('quiet', '{}'); SELECT jq_enqueue('loud', '{}'); NOTIFY marker")
+        .unwrap();
+    assert_eq!(notifications_before_marker(&mut listener), vec![("jq_loud".to_owned(), String::new())]);
+
+    admin.batch_execute("UPDATE jq_queues SET notify = true WHERE queue_name = 'quiet'").unwrap();
+    let mut producer = cluster.connect();
+    producer.batch_execute("SELECT jq_enqueue('quiet', '{}'); NOTIFY marker").unwrap();
+    assert_eq!(notifications_before_marker(&mut listener), vec![("jq_quiet".to_owned(), String::new())]);
+}
+
+/// A session that runs one waiting claim on a thread; the result is its claimed job ids.
+fn waiting_claim(cluster: &Cluster, queue: &'static str, wait: &'static str) -> thread::JoinHandle<Result<Vec<i64>, postgres::Error>> {
+    let mut client = cluster.connect();
+    client.batch_execute("SET application_name = 'waiter'; SET pg_jobqueue.wait_recheck = '1h'").unwrap();
+    thread::spawn(move || {
+        let rows = client.query(
+            "SELECT id FROM jq_claim($1, 'waiter', wait => $2::text::interval)",
+            &[&queue, &wait],
+        )?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    })
+}
+
+/// Waits until the waiting claim sleeps, and returns what pg_stat_activity shows of its horizon:
+/// (backend_xmin IS NULL, backend_xid IS NULL).
+fn sleeping_waiter(client: &mut Client) -> (bool, bool) {
+    let mut horizon = (false, false);
+    wait_until("the waiting claim sleeps", || {
+        let row = client
+            .query_opt(
+                "SELECT backend_xmin IS NULL, backend_xid IS NULL FROM pg_stat_activity
+                 WHERE application_name = 'waiter' AND wait_event_type = 'Extension'",
+                &[],
+            )
+            .unwrap();
+        row.map(|r| horizon = (r.get(0), r.get(1))).is_some()
+    });
+    horizon
+}
+
+#[test]
+fn a_waiting_claim_is_woken_by_a_commit_holding_no_snapshot_while_it_sleeps() {
+    let cluster = Cluster::start_with(&[PRELOAD]);
+    let mut producer = cluster.connect();
+    let waiter = waiting_claim(&cluster, "w", "4 min");
+    assert_eq!(sleeping_waiter(&mut producer), (true, true), "the sleeping claim holds back VACUUM");
+
+    // An enqueue that rolls back wakes no one: the claim is still asleep afterwards.
+    producer.batch_execute("BEGIN; SELECT jq_enqueue('w', '{}'); ROLLBACK").unwrap();
+    sleeping_waiter(&mut producer);
+    assert!(!waiter.is_finished());
+
+    let committed = Instant::now();
+    let id: i64 = producer.query_one("SELECT jq_enqueue('w', '{}')", &[]).unwrap().get(0);
+    let claimed = waiter.join().unwrap().unwrap();
+    eprintln!("woken {:?} after the enqueue committed", committed.elapsed());
+    // With an hour between rechecks, only the wake-up could end the four-minute wait.
+    assert_eq!(claimed, vec![id]);
+}
+
+#[test]
+fn a_waiting_claim_returns_no_rows_when_its_wait_ends() {
+    let cluster = Cluster::start_with(&[PRELOAD]);
+    let mut client = cluster.connect();
+    let started = Instant::now();
+    let rows = client.query("SELECT id FROM jq_claim('empty', 'w', wait => interval '500 ms')", &[]).unwrap();
+    assert!(rows.is_empty());
+    assert!(started.elapsed() >= Duration::from_millis(500), "it returned before its wait was over");
+}
+
+#[test]
+fn statement_timeout_and_cancellation_end_a_waiting_claim() {
+    let cluster = Cluster::start_with(&[PRELOAD]);
+    let mut client = cluster.connect();
+    client.batch_execute("SET statement_timeout = '300ms'").unwrap();
+    let error = client.query("SELECT id FROM jq_claim('q', 'w', wait => interval '4 min')", &[]).unwrap_err();
+    assert_eq!(error.code(), Some(&SqlState::QUERY_CANCELED), "{error}");
+
+    let waiter = waiting_claim(&cluster, "q", "4 min");
+    let mut admin = cluster.connect();
+    sleeping_waiter(&mut admin);
+    admin.batch_execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'waiter'").unwrap();
+    let error = waiter.join().unwrap().unwrap_err();
+    assert_eq!(error.code(), Some(&SqlState::QUERY_CANCELED), "{error}");
+}
+
+#[test]
+fn a_waiting_claim_takes_a_job_when_its_run_at_comes() {
+    let cluster = Cluster::start_with(&[PRELOAD]);
+    let mut producer = cluster.connect();
+    let id: i64 = producer
+        .query_one("SELECT jq_enqueue('later', '{}', run_at => clock_timestamp() + interval '1 s')", &[])
+        .unwrap()
+        .get(0);
+    // No enqueue wakes it: it must wake itself when the job falls due (rechecks are an hour apart).
+    let claimed = waiting_claim(&cluster, "later", "4 min").join().unwrap().unwrap();
+    assert_eq!(claimed, vec![id]);
+    let on_time: bool = producer
+        .query_one("SELECT claimed_at >= available_at FROM jq_jobs WHERE id = $1", &[&id])
+        .unwrap()
+        .get(0);
+    assert!(on_time, "claimed before its run_at");
+}
+
+#[test]
+fn without_preload_a_waiting_claim_polls() {
+    let cluster = Cluster::start();
+    let mut producer = cluster.connect();
+    let waiter = waiting_claim(&cluster, "p", "4 min");
+    sleeping_waiter(&mut producer);
+    let id: i64 = producer.query_one("SELECT jq_enqueue('p', '{}')", &[]).unwrap().get(0);
+    assert_eq!(waiter.join().unwrap().unwrap(), vec![id]);
+}
+
+#[test]
+fn a_waiting_claim_of_a_full_limited_queue_sleeps_without_its_lock() {
+    let cluster = Cluster::start_with(&[PRELOAD]);
+    let mut admin = cluster.connect();
+    admin.batch_execute("INSERT INTO jq_queues (queue_name, concurrency_limit) VALUES ('one', 1)").unwrap();
+    admin.batch_execute("SELECT jq_enqueue('one', '{}'); SELECT jq_enqueue('one', '{}')").unwrap();
+    let row = admin.query_one("SELECT id, lease_token FROM jq_claim('one', 'busy')", &[]).unwrap();
+    let (running, token): (i64, i64) = (row.get(0), row.get(1));
+
+    let mut waiter_client = cluster.connect();
+    waiter_client.batch_execute("SET application_name = 'waiter'").unwrap();
+    let waiter = thread::spawn(move || {
+        let rows = waiter_client.query("SELECT id FROM jq_claim('one', 'waiter', wait => interval '4 min')", &[]).unwrap();
+        rows.iter().map(|r| r.get::<_, i64>(0)).collect::<Vec<_>>()
+    });
+    assert_eq!(sleeping_waiter(&mut admin), (true, true), "the sleeping claim holds an id or a snapshot");
+    // Other claimers of the queue are not blocked by the sleeping one.
+    let mut other = cluster.connect();
+    other.batch_execute("SET lock_timeout = '5s'").unwrap();
+    assert!(other.query("SELECT id FROM jq_claim('one', 'other')", &[]).unwrap().is_empty());
+
+    // The freed slot is found by the recheck (default: a second).
+    assert!(admin.query_one("SELECT jq_complete($1, 'busy', $2)", &[&running, &token]).unwrap().get::<_, bool>(0));
+    let claimed = waiter.join().unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_ne!(claimed[0], running);
+}
+
+#[test]
+fn a_waiting_claim_needs_read_committed() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    let mut tx = client.build_transaction().isolation_level(postgres::IsolationLevel::RepeatableRead).start().unwrap();
+    let error = tx.query("SELECT id FROM jq_claim('q', 'w', wait => interval '1 s')", &[]).unwrap_err();
+    assert_eq!(error.code(), Some(&SqlState::FEATURE_NOT_SUPPORTED), "{error}");
+}
+
+#[test]
+fn with_every_listener_gone_polling_drains_the_queue() {
+    let cluster = Cluster::start();
+    {
+        let mut listener = cluster.connect();
+        listener.batch_execute(r#"LISTEN "jq_drain""#).unwrap();
+    }
+    let mut producer = cluster.connect();
+    producer.batch_execute("SELECT jq_enqueue_batch('drain', array_fill('{}'::jsonb, ARRAY[300]))").unwrap();
+    let workers: Vec<_> = (0..3)
+        .map(|w| {
+            let mut client = cluster.connect();
+            thread::spawn(move || {
+                let worker = format!("poller-{w}");
+                let mut done = 0;
+                loop {
+                    let Some(row) = client.query_opt("SELECT id, lease_token FROM jq_claim('drain', $1)", &[&worker]).unwrap() else {
+                        return done;
+                    };
+                    let (id, token): (i64, i64) = (row.get(0), row.get(1));
+                    assert!(client.query_one("SELECT jq_complete($1, $2, $3)", &[&id, &worker, &token]).unwrap().get::<_, bool>(0));
+                    done += 1;
+                }
+            })
+        })
+        .collect();
+    let done: i32 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    assert_eq!(done, 300);
+    let left: i64 = producer.query_one("SELECT count(*) FROM jq_jobs WHERE status <> 'succeeded'", &[]).unwrap().get(0);
+    assert_eq!(left, 0);
+}
