@@ -7,7 +7,8 @@ PG_MAJOR=15
 PG_CONFIG=/usr/lib/postgresql/$PG_MAJOR/bin/pg_config
 PGRX_VERSION=0.18.1
 DEB_PACKAGES=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-$PG_MAJOR-cron libclang-dev clang pkg-config sudo
-              curl python3)  # curl and python3: make bench
+              curl python3  # curl and python3: make bench
+              python3-psycopg pgbouncer python3-prometheus-client)  # the Python worker example, the PgBouncer test, the metrics parser
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
