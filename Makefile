@@ -55,11 +55,12 @@ soak: install
 
 # pg_jobqueue side by side with the classic SKIP LOCKED queue and pgmq, on one throwaway server;
 # see bench/README.md. The full run takes about 25 minutes; bench-quick (one short run of each) about 3.
+# The system interpreter, for Debian's python3-psycopg (W8).
 bench: install-release
-	@bench/run.py
+	@/usr/bin/python3 bench/run.py
 
 bench-quick: install-release
-	@bench/run.py --quick
+	@/usr/bin/python3 bench/run.py --quick
 
 # What inline recovery and a concurrency limit cost a claim; see bench/claim_overhead.sh.
 bench-claim: install

@@ -29,6 +29,8 @@ SERVER_CONF = [
     "max_wal_size = 8GB",
     "checkpoint_timeout = 30min",
     "jit = off",
+    # As users who want wake-ups run it: waiting claims are woken through shared memory (W8).
+    "shared_preload_libraries = 'pg_jobqueue'",
 ]
 # Jobs a system is expected to move per second in each workload: sizes the prefill so no run drains
 # its queue. A run that drains anyway is repeated with a larger queue.
@@ -254,6 +256,35 @@ def reap_workload(system, leases):
     return {"leases": int(claimed), "reaped": reaped, "seconds": seconds, "passes": passes}
 
 
+def notify_cost_workload(system, seconds, runs):
+    """W1 on pg_jobqueue with the queue's NOTIFY on and then off, runs alternating: what the
+    notification costs enqueue throughput (NOTIFY serialises the commits of notifying transactions)."""
+    figures = {"on": [], "off": []}
+    for run in range(runs):
+        for notify in ("on", "off"):
+            system.cluster.psql(system.name, f"""
+                INSERT INTO jq_queues (queue_name, notify) VALUES ('bench', {notify == 'on'})
+                ON CONFLICT (queue_name) DO UPDATE SET notify = EXCLUDED.notify""")
+            r = throughput_run(system, "w1", "w1_enqueue", 1, seconds, {}, 0)
+            figures[notify].append(r["jobs_per_s"])
+            print(f"  w1      run {run + 1}  notify {notify:3}  {r['jobs_per_s']:10.0f} jobs/s", flush=True)
+    system.cluster.psql(system.name, "DELETE FROM jq_queues WHERE queue_name = 'bench'")
+    result = {k: statistics.median(v) for k, v in figures.items()}
+    result["ratio"] = result["on"] / result["off"]
+    return result
+
+
+def wake_latency_workload(cluster, jobs):
+    """W8 (bench/wakeups.py): enqueue commit to job start with idle workers, three ways of waiting."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import wakeups  # needs psycopg; imported here so the other workloads run without it
+    dsn = f"host=127.0.0.1 port={cluster.port} user=postgres dbname=jobqueue"
+    result = wakeups.measure(dsn, jobs)
+    for mode, r in result.items():
+        print(f"  w8      {mode:7} p50 {r['p50_ms']:8.2f} ms  p99 {r['p99_ms']:8.2f} ms  ({r['jobs']} jobs)", flush=True)
+    return result
+
+
 GOALS = [
     # (label, workload, numerator, denominator, goal)
     ("W3 vs baseline", "w3", "jobqueue", "baseline", 1.0),
@@ -287,6 +318,10 @@ def report(passes):
                          f"{r['backlog']['p50_ms']:.3f} ms with {r['backlog']['jobs']}: {r['ratio_p50']:.2f}x")
         w7 = result["reap"]
         lines.append(f"w7        jobqueue  {w7['reaped']} leases reaped in {w7['seconds']:.2f} s, {w7['passes']} passes")
+        nc = result["notify_cost"]
+        lines.append(f"w1        jobqueue  NOTIFY on {nc['on']:.0f} jobs/s, off {nc['off']:.0f} jobs/s: {nc['ratio']:.2f}x")
+        for mode, r in result["wake_latency"].items():
+            lines.append(f"w8        {mode:9} enqueue commit to claim p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms")
         lines.append("goals:")
         tp = result["throughput"]
         for label, workload, num, den, goal in GOALS:
@@ -319,6 +354,16 @@ def markdown(results):
         w7 = result["reap"]
         lines += ["", f"W7: {w7['reaped']:,} expired leases reaped in {w7['seconds']:.2f} s, "
                       f"{w7['passes']} `jq_reap()` passes (the last finds none)."]
+        nc = result.get("notify_cost")
+        if nc:
+            lines += ["", f"W1 with the queue's NOTIFY on: {nc['on']:,.0f} jobs/s; off: {nc['off']:,.0f} jobs/s "
+                          f"({nc['ratio']:.2f}x)."]
+        if result.get("wake_latency"):
+            lines += ["", "| W8: enqueue commit to claim | p50 ms | p99 ms | max ms |", "|---|---:|---:|---:|"]
+            labels = {"wait": "waiting claim (shared memory)", "notify": "LISTEN/NOTIFY + claim",
+                      "poll": "polling every 1 s"}
+            for mode, r in result["wake_latency"].items():
+                lines.append(f"| {labels[mode]} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['max_ms']:.2f} |")
     return "\n".join(lines)
 
 
@@ -329,7 +374,7 @@ def main():
     parser.add_argument("--runs", type=int, help="runs per workload (the median is reported)")
     parser.add_argument("--port", type=int, default=55497)
     parser.add_argument("--only", help="comma-separated synchronous_commit passes to run (on,off)")
-    parser.add_argument("--workloads", help="comma-separated throughput workloads to run (w1,...,w5); "
+    parser.add_argument("--workloads", help="comma-separated workloads to run (w1,...,w5, notify, w8); "
                         "W6 and W7 only when not given")
     parser.add_argument("--output", default=str(ROOT / "target/bench/results.json"))
     parser.add_argument("--markdown", metavar="RESULTS", help="print a results file as Markdown tables and exit")
@@ -359,6 +404,10 @@ def main():
             if not wanted:
                 passes[sync]["claim_latency"] = claim_latency_workload(systems, runs, backlog, 500 if args.quick else 2000)
                 passes[sync]["reap"] = reap_workload(systems[0], 100_000)
+            if not wanted or "notify" in wanted:
+                passes[sync]["notify_cost"] = notify_cost_workload(systems[0], seconds, runs)
+            if not wanted or "w8" in wanted:
+                passes[sync]["wake_latency"] = wake_latency_workload(cluster, 100 if args.quick else 300)
     finally:
         cluster.stop()
     if not args.workloads:
