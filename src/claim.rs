@@ -63,18 +63,22 @@ fn jq_claim_wait(
     let lease = input::lease_length("lease", lease);
     let batch_size = input::batch_size(batch_size);
     let Some(wait) = input::wait(wait) else {
-        return claim_now(queue_name, worker, lease, batch_size, false).map(|(jobs, _)| into_result(jobs));
+        return claim_now(queue_name, worker, lease, batch_size, false).map(into_result);
     };
     refuse_wait_outside_read_committed();
     let deadline = Instant::now() + wait;
+    let had_xid = holds_transaction_id();
     loop {
         // Read before looking, so that an enqueue committing after the look still wakes the sleep.
         let seen = wake::generation(queue_name);
-        let (jobs, locked) = claim_now(queue_name, worker, lease, batch_size, true)?;
+        let jobs = claim_now(queue_name, worker, lease, batch_size, true)?;
         let left = deadline.saturating_duration_since(Instant::now());
-        // After losing the race for a limited queue's free slot, the claim holds that queue's lock
-        // until its transaction ends; sleeping would stall every other claimer of the queue.
-        if !jobs.is_empty() || left.is_zero() || locked {
+        // A look that claimed nothing may still have written or locked: inline recovery reaped
+        // leases whose jobs are not yet due again, or a limited queue's lock was taken and its free
+        // slot lost to another claimer. Sleeping now would hold those rows and that lock, so
+        // return, and let the statement commit them.
+        let wrote = !had_xid && holds_transaction_id();
+        if !jobs.is_empty() || left.is_zero() || wrote {
             return Ok(into_result(jobs));
         }
         let until_due = next_due(queue_name)?;
@@ -85,6 +89,10 @@ fn jq_claim_wait(
         let most = if wake::shared() { recheck } else { recheck.min(POLL) };
         wake::sleep(queue_name, seen, left.min(most).min(until_due.unwrap_or(Duration::MAX)));
     }
+}
+
+fn holds_transaction_id() -> bool {
+    unsafe { pg_sys::GetTopTransactionIdIfAny() != pg_sys::InvalidTransactionId }
 }
 
 /// jq_claim as 0.1.0 declared it, without `wait`: that SQL definition calls this symbol, and a new
@@ -120,8 +128,7 @@ fn into_result(jobs: Vec<ClaimedJob>) -> ClaimResult {
     TableIterator::new(jobs)
 }
 
-/// One claim: the jobs claimable now, at most `batch_size`, in claim order, and whether it took a
-/// limited queue's row lock.
+/// One claim: the jobs claimable now, at most `batch_size`, in claim order.
 ///
 /// A queue with a concurrency limit claims nothing in the first statement. Only then, when the first
 /// statement came back empty, does the claim look for a limit: it takes the queue's row lock and
@@ -135,13 +142,12 @@ fn claim_now(
     lease: Option<Interval>,
     batch_size: i32,
     waiting: bool,
-) -> spi::Result<(Vec<ClaimedJob>, bool)> {
+) -> spi::Result<Vec<ClaimedJob>> {
     recover_expired_leases(queue_name)?;
     let now = clock::now();
     let args = |batch_size: i32, admitted: bool| -> [DatumWithOid<'static>; 6] {
         [queue_name.into(), worker.into(), lease.into(), batch_size.into(), now.into(), admitted.into()]
     };
-    let mut locked = false;
     let mut jobs = Spi::connect_mut(|client| {
         let jobs = claim_rows(client, &args(batch_size, false))?;
         if !jobs.is_empty() {
@@ -154,7 +160,6 @@ fn claim_now(
         let Some(limit) = first_value::<i32>(plans::run(client, ADMIT, &[queue_name.into()])?)? else {
             return Ok(jobs);
         };
-        locked = true;
         let running = first_value::<i64>(plans::run(client, RUNNING, &[queue_name.into()])?)?.unwrap_or(0);
         let free = i64::from(limit) - running;
         if free <= 0 {
@@ -163,7 +168,7 @@ fn claim_now(
         claim_rows(client, &args(batch_size.min(free as i32), true))
     })?;
     jobs.sort_unstable_by_key(|(_, order)| *order);
-    Ok((jobs.into_iter().map(|(job, _)| job).collect(), locked))
+    Ok(jobs.into_iter().map(|(job, _)| job).collect())
 }
 
 /// In REPEATABLE READ or SERIALIZABLE every look would use the transaction's first snapshot, which

@@ -2,7 +2,8 @@
 
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
-use pgrx::spi;
+use pgrx::pg_sys::PgOid;
+use pgrx::spi::{self, Query};
 
 use crate::plans;
 
@@ -13,9 +14,17 @@ pub fn changed_any(sql: &'static str, args: &[DatumWithOid]) -> spi::Result<bool
 }
 
 /// Runs a data-changing statement bounded by a `max_jobs: i32` argument, and counts the rows it
-/// returned (which the bound keeps within i32).
+/// returned (which the bound keeps within i32). Planned for these arguments, once: these run
+/// rarely, and their best plan depends on the arguments (one queue or all).
+///
+/// Not `client.update()`, which assigns the transaction an id whether a row changes or not (see
+/// plans.rs): a reap that finds nothing must not make the claim that ran it write a commit record.
 pub fn returned_count(sql: &str, args: &[DatumWithOid]) -> spi::Result<i32> {
-    let rows = Spi::connect_mut(|client| client.update(sql, None, args).map(|table| table.len()))?;
+    let types: Vec<PgOid> = args.iter().map(|arg| PgOid::from(arg.oid())).collect();
+    let rows = Spi::connect_mut(|client| {
+        let statement = client.prepare_mut(sql, &types)?;
+        Query::execute(&statement, client, None, args).map(|table| table.len())
+    })?;
     Ok(i32::try_from(rows).expect("at most max_jobs rows"))
 }
 

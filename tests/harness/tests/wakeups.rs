@@ -257,3 +257,23 @@ fn with_every_listener_gone_polling_drains_the_queue() {
     let left: i64 = producer.query_one("SELECT count(*) FROM jq_jobs WHERE status <> 'succeeded'", &[]).unwrap().get(0);
     assert_eq!(left, 0);
 }
+
+#[test]
+fn a_waiting_claim_that_recovered_leases_inline_returns_to_commit_them() {
+    // No preload, so no background reaper: claims recover expired leases of their queue inline.
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    // A long backoff: the recovered job is pending but not due, so the waiting claim cannot take it.
+    admin.batch_execute("INSERT INTO jq_queues (queue_name, backoff_base) VALUES ('r', '1 hour')").unwrap();
+    let id: i64 = admin.query_one("SELECT jq_enqueue('r', '{}')", &[]).unwrap().get(0);
+    admin.batch_execute("SELECT count(*) FROM jq_claim('r', 'crashed', interval '200 ms')").unwrap();
+    thread::sleep(Duration::from_millis(300));
+
+    let mut waiter = cluster.connect();
+    // Were it to sleep holding the recovered row, the timeout would cancel it and undo the recovery.
+    waiter.batch_execute("SET statement_timeout = '60s'").unwrap();
+    let rows = waiter.query("SELECT id FROM jq_claim('r', 'w', wait => interval '4 min')", &[]).unwrap();
+    assert!(rows.is_empty());
+    let status: String = admin.query_one("SELECT status::text FROM jq_jobs WHERE id = $1", &[&id]).unwrap().get(0);
+    assert_eq!(status, "pending", "the recovery was not committed");
+}
