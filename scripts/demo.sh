@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# make demo: a throwaway server with pg_jobqueue preloaded, a few thousand jobs, four workers, one of
-# them killed while it holds a job. The killed worker's lease expires, the background reaper returns
-# the job, and another worker finishes it. Stops its server when done.
+# make demo: a throwaway server with pg_jobqueue preloaded, a few thousand jobs, four jq-worker
+# processes, one of them killed while it holds a job. The killed worker's lease expires, the
+# background reaper returns the job, and another worker finishes it. Stops its server when done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unset RUST_BACKTRACE
@@ -12,6 +12,8 @@ JOBS=3000
 WORKERS=4
 export PGHOST=127.0.0.1 PGPORT=$PORT PGUSER=postgres PGDATABASE=postgres
 PSQL=(psql -X -q -v ON_ERROR_STOP=1 -At)
+DSN="host=$PGHOST port=$PORT user=postgres dbname=postgres"
+WORKER_BIN=${CARGO_TARGET_DIR:-target}/debug/jq-worker
 pids=()
 
 cleanup() {
@@ -23,10 +25,11 @@ trap cleanup EXIT
 
 say() { printf '%s  %s\n' "$(date +%H:%M:%S)" "$*"; }
 
+cargo build -q -p jq-worker
 scripts/pg.sh stop "$DIR"
 scripts/pg.sh start "$DIR" "$PORT" "shared_preload_libraries = 'pg_jobqueue'"
 say "server up on port $PORT (pg_jobqueue preloaded)"
-"${PSQL[@]}" -c "CREATE EXTENSION pg_jobqueue" -f examples/worker.sql
+"${PSQL[@]}" -c "CREATE EXTENSION pg_jobqueue"
 # Queue settings: a short lease, so the killed worker's job comes back within seconds.
 "${PSQL[@]}" -c "INSERT INTO jq_queues (queue_name, default_lease, backoff_base) VALUES ('demo', '3 seconds', '100 ms')"
 say "queue 'demo': default lease 3 s, backoff from 100 ms"
@@ -35,28 +38,33 @@ say "queue 'demo': default lease 3 s, backoff from 100 ms"
     (SELECT array_agg(jsonb_build_object('n', i)) FROM generate_series(1, $JOBS) i))" >/dev/null
 say "enqueued $JOBS jobs into queue 'demo'"
 
+# The job: read the payload {"n": N} from stdin. Every 97th job fails its first attempt with exit
+# status 75 (EX_TEMPFAIL: try again later), which jq-worker reports as retryable, with stderr as
+# the error message.
+JOB='p=$(cat); n=${p##*: }; n=${n%\}}
+if [ $((n % 97)) -eq 0 ] && [ "$JQ_ATTEMPT" -eq 1 ]; then echo "a transient error, retried" >&2; exit 75; fi'
 # worker-1 hangs on its first job (a minute of "work"), as a stuck or dying worker would.
+HANG='cat >/dev/null; sleep 60'
 for w in $(seq 1 $WORKERS); do
-  work_ms=2; [ "$w" -eq 1 ] && work_ms=60000
-  PGAPPNAME="demo-worker-$w" "${PSQL[@]}" -c "CALL demo_worker('demo', 'worker-$w', NULL, $work_ms)" \
-    >"$DIR/worker-$w.log" 2>&1 &
+  job=$JOB; [ "$w" -eq 1 ] && job=$HANG
+  "$WORKER_BIN" --dsn "$DSN" --queue demo --name "worker-$w" --wait 1 --once-empty -- sh -c "$job" \
+    2>"$DIR/worker-$w.log" &
   pids+=($!)
 done
 disown "${pids[0]}"   # it is killed below; spare the shell's "Killed" notice
-say "started $WORKERS workers; worker-1 hangs on its first job"
+say "started $WORKERS jq-worker processes; worker-1 hangs on its first job"
 
-# Kill worker-1 while it holds that job: its client process and its server backend both go away.
+# Kill worker-1 while it holds that job. Its connection closes with it, and its command (sleep 60)
+# is killed with it; its lease stays until it expires.
 victim=""
 while [ -z "$victim" ]; do
   victim=$("${PSQL[@]}" -c "SELECT id || ' ' || lease_token FROM jq_jobs
-                             WHERE lease_owner = 'worker-1' AND status = 'running' LIMIT 1")
+                             WHERE lease_owner LIKE 'worker-1/%' AND status = 'running' LIMIT 1")
   [ -n "$victim" ] || sleep 0.05
 done
 read -r victim_job victim_token <<<"$victim"
 kill -9 "${pids[0]}" 2>/dev/null || true
-"${PSQL[@]}" -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                 WHERE application_name = 'demo-worker-1'" >/dev/null
-say "killed worker-1 while it held job $victim_job (lease token $victim_token)"
+say "killed worker-1 (SIGKILL) while it held job $victim_job (lease token $victim_token)"
 
 # Nobody calls jq_reap(): the background reaper (preloaded, one pass a second) recovers the job.
 while :; do
@@ -77,6 +85,8 @@ psql -X -c "SELECT event, status, attempt, worker, lease_token, error_code FROM 
             WHERE job_id = $victim_job ORDER BY id"
 say "the background reaper's log:"
 grep 'pg_jobqueue reaper' "$DIR/server.log" | sed 's/^/    /'
+say "the workers' log lines about job $victim_job:"
+grep -h "job $victim_job\b" "$DIR"/worker-*.log | sort | sed 's/^/    /'
 say "final state of every queue (jq_queue_stats), and jobs by status:"
 psql -X -c "SELECT * FROM jq_queue_stats"
 psql -X -c "SELECT status, count(*), sum(attempt_count) AS attempts FROM jq_jobs GROUP BY status ORDER BY status"
