@@ -65,6 +65,7 @@ isolation() {
 integration() {
   echo "== integration tests (real server, many connections)"
   cargo test -p jq-harness --tests -- --test-threads=1 2>&1 | tee -a "$log"
+  cargo test -p jq-worker --tests -- --test-threads=1 2>&1 | tee -a "$log"
 }
 
 case "$layer" in
