@@ -144,3 +144,30 @@ fn a_waiting_claim_works_through_pgbouncer_in_transaction_mode() {
     let mut client = bouncer.try_connect().unwrap();
     assert_eq!(simple_value(&mut client, "SELECT id FROM jq_claim('b', 'w', wait => '200 ms')"), None);
 }
+
+#[test]
+fn the_plain_sql_example_worker_drains_a_queue() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client.batch_execute(&std::fs::read_to_string(repo().join("examples/worker.sql")).unwrap()).unwrap();
+    client
+        .batch_execute(
+            "SELECT jq_enqueue_batch('sql', (SELECT array_agg(jsonb_build_object('n', i)) FROM generate_series(1, 200) i))",
+        )
+        .unwrap();
+    let workers: Vec<_> = (0..2)
+        .map(|w| {
+            let mut worker = cluster.connect();
+            thread::spawn(move || worker.batch_execute(&format!("CALL demo_worker('sql', 'sql-{w}', NULL, 0)")).unwrap())
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    // Jobs 97 and 194 fail once on purpose (a "FLAKY" error) and succeed on their second attempt.
+    let states = text_rows(
+        &mut client,
+        "SELECT status || ' ' || count(*) || ' ' || sum(attempt_count) FROM jq_jobs GROUP BY status",
+    );
+    assert_eq!(states, ["succeeded 200 202"]);
+}
