@@ -31,7 +31,16 @@ fn notifications_before_marker(listener: &mut Client) -> Vec<(String, String)> {
 
 #[test]
 fn a_committed_enqueue_notifies_once_per_queue_and_a_rolled_back_one_never() {
-    let cluster = Cluster::start();
+    committed_enqueues_notify(&Cluster::start());
+}
+
+/// Preloaded, enqueues notify only while someone listens: the same rules must hold.
+#[test]
+fn preloaded_a_committed_enqueue_notifies_once_per_queue_and_a_rolled_back_one_never() {
+    committed_enqueues_notify(&Cluster::start_with(&[PRELOAD]));
+}
+
+fn committed_enqueues_notify(cluster: &Cluster) {
     let mut listener = cluster.connect();
     listener.batch_execute(r#"LISTEN "jq_mail"; LISTEN "jq_sms"; LISTEN marker"#).unwrap();
     let mut producer = cluster.connect();
@@ -66,7 +75,15 @@ fn a_committed_enqueue_notifies_once_per_queue_and_a_rolled_back_one_never() {
 
 #[test]
 fn notify_can_be_turned_off_per_queue() {
-    let cluster = Cluster::start();
+    notify_switch(&Cluster::start());
+}
+
+#[test]
+fn preloaded_notify_can_be_turned_off_per_queue() {
+    notify_switch(&Cluster::start_with(&[PRELOAD]));
+}
+
+fn notify_switch(cluster: &Cluster) {
     let mut admin = cluster.connect();
     admin.batch_execute("INSERT INTO jq_queues (queue_name, notify) VALUES ('quiet', false)").unwrap();
     let mut listener = cluster.connect();
@@ -83,6 +100,43 @@ fn notify_can_be_turned_off_per_queue() {
     let mut producer = cluster.connect();
     producer.batch_execute("SELECT jq_enqueue('quiet', '{}'); NOTIFY marker").unwrap();
     assert_eq!(notifications_before_marker(&mut listener), vec![("jq_quiet".to_owned(), String::new())]);
+}
+
+/// Preloaded, the library counts listeners per channel. Every way a session stops listening must
+/// leave the count right, or a later listener would miss its notifications.
+#[test]
+fn listeners_come_and_go_and_the_next_one_is_still_notified() {
+    let cluster = Cluster::start_with(&[PRELOAD]);
+    let mut producer = cluster.connect();
+    let mut marker_only = cluster.connect();
+    marker_only.batch_execute("LISTEN marker").unwrap();
+    let notified = |producer: &mut Client, listener: &mut Client| {
+        producer.batch_execute("SELECT jq_enqueue('come', '{}'); NOTIFY marker").unwrap();
+        notifications_before_marker(listener)
+    };
+    let expected = vec![("jq_come".to_owned(), String::new())];
+
+    // A listener that disconnects, then a new one.
+    {
+        let mut first = cluster.connect();
+        first.batch_execute(r#"LISTEN "jq_come"; LISTEN marker"#).unwrap();
+        assert_eq!(notified(&mut producer, &mut first), expected);
+    }
+    let mut listener = cluster.connect();
+    listener.batch_execute(r#"LISTEN marker; LISTEN "jq_come"; LISTEN "jq_come""#).unwrap();
+    assert_eq!(notified(&mut producer, &mut listener), expected);
+    // UNLISTEN rolled back: still listening.
+    listener.batch_execute(r#"BEGIN; UNLISTEN "jq_come"; ROLLBACK"#).unwrap();
+    assert_eq!(notified(&mut producer, &mut listener), expected);
+    // UNLISTEN, then LISTEN again; UNLISTEN *, then again; DISCARD ALL, then again.
+    for stop in [r#"UNLISTEN "jq_come""#, "UNLISTEN *", "DISCARD ALL"] {
+        listener.batch_execute(stop).unwrap();
+        listener.batch_execute("LISTEN marker").unwrap();
+        assert_eq!(notified(&mut producer, &mut listener), vec![], "{stop}");
+        listener.batch_execute(r#"LISTEN "jq_come""#).unwrap();
+        assert_eq!(notified(&mut producer, &mut listener), expected, "after {stop}");
+    }
+    drop(marker_only);
 }
 
 /// A session that runs one waiting claim on a thread; the result is its claimed job ids.
