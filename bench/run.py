@@ -271,18 +271,46 @@ def notify_cost_workload(system, seconds, runs):
             if variant == "listened":
                 # LISTEN commits on its own; the session then stays connected for the run.
                 listener = subprocess.Popen(["psql", "-X", "-q", "-d", system.name, "-c", 'LISTEN "jq_bench"',
-                                             "-c", "SELECT pg_sleep(3600)"], stdout=subprocess.DEVNULL)
+                                             "-c", "SELECT pg_sleep(3600)"], stdout=subprocess.DEVNULL,
+                                            env={**os.environ, "PGAPPNAME": "jq-bench-listener"})
                 time.sleep(1)
             try:
                 r = throughput_run(system, "w1", "w1_enqueue", 1, seconds, {}, 0)
             finally:
                 if listener:
-                    listener.terminate()
+                    # End the server session too: a backend asleep in pg_sleep does not notice its
+                    # client leaving, and would go on listening (and being counted) for the hour.
+                    system.cluster.psql("postgres", """
+                        SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                        WHERE application_name = 'jq-bench-listener'""")
                     listener.wait()
+                    while system.cluster.psql("postgres", """
+                            SELECT count(*) FROM pg_stat_activity
+                            WHERE application_name = 'jq-bench-listener'""") != "0":
+                        time.sleep(0.1)
             figures[variant].append(r["jobs_per_s"])
             print(f"  w1      run {run + 1}  notify {variant:8}  {r['jobs_per_s']:10.0f} jobs/s", flush=True)
     system.cluster.psql(system.name, "DELETE FROM jq_queues WHERE queue_name = 'bench'")
     return {k: statistics.median(v) for k, v in figures.items()}
+
+
+def stats_cost_workload(system, seconds, runs):
+    """W3 on pg_jobqueue with the shared-memory counters off and on (pg_jobqueue.stats), runs
+    alternating: what counting costs the claim + complete cycle."""
+    figures = {"off": [], "on": []}
+    size = max(20000, EXPECTED_RATE["w3"] * seconds * 3 // 2)
+    for run in range(runs):
+        for setting in ("off", "on"):
+            system.cluster.psql("postgres", f"ALTER SYSTEM SET pg_jobqueue.stats = {setting}")
+            system.cluster.psql("postgres", "SELECT pg_reload_conf()")
+            r = throughput_run(system, "w3", "w3_claim_complete", 1, seconds, {}, size)
+            figures[setting].append(r["jobs_per_s"])
+            print(f"  w3      run {run + 1}  stats {setting:3}  {r['jobs_per_s']:10.0f} jobs/s", flush=True)
+    system.cluster.psql("postgres", "ALTER SYSTEM RESET pg_jobqueue.stats")
+    system.cluster.psql("postgres", "SELECT pg_reload_conf()")
+    result = {k: statistics.median(v) for k, v in figures.items()}
+    result["cost"] = 1 - result["on"] / result["off"]
+    return result
 
 
 def wake_latency_workload(cluster, jobs):
@@ -332,6 +360,9 @@ def report(passes):
         nc = result["notify_cost"]
         lines.append(f"w1        jobqueue  NOTIFY off {nc['off']:.0f} jobs/s, on and nobody listening {nc['on']:.0f}, "
                      f"on with a listener {nc['listened']:.0f} jobs/s")
+        sc = result["stats_cost"]
+        lines.append(f"w3        jobqueue  counters off {sc['off']:.0f} jobs/s, on {sc['on']:.0f} jobs/s: "
+                     f"counting costs {sc['cost'] * 100:.1f}% (goal under 3%)")
         for mode, r in result["wake_latency"].items():
             lines.append(f"w8        {mode:9} enqueue commit to claim p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms")
         lines.append("goals:")
@@ -371,6 +402,10 @@ def markdown(results):
             lines += ["", "| W1 (pg_jobqueue) with the queue's NOTIFY | jobs/s |", "|---|---:|",
                       f"| off | {nc['off']:,.0f} |", f"| on, nobody listening | {nc['on']:,.0f} |",
                       f"| on, one session listening | {nc['listened']:,.0f} |"]
+        sc = result.get("stats_cost")
+        if sc:
+            lines += ["", f"W3 (pg_jobqueue) with the counters off: {sc['off']:,.0f} jobs/s; on: {sc['on']:,.0f} jobs/s; "
+                          f"counting costs {sc['cost'] * 100:.1f}%."]
         if result.get("wake_latency"):
             lines += ["", "| W8: enqueue commit to claim | p50 ms | p99 ms | max ms |", "|---|---:|---:|---:|"]
             labels = {"wait": "waiting claim (shared memory)", "notify": "LISTEN/NOTIFY + claim",
@@ -387,7 +422,7 @@ def main():
     parser.add_argument("--runs", type=int, help="runs per workload (the median is reported)")
     parser.add_argument("--port", type=int, default=55497)
     parser.add_argument("--only", help="comma-separated synchronous_commit passes to run (on,off)")
-    parser.add_argument("--workloads", help="comma-separated workloads to run (w1,...,w5, notify, w8); "
+    parser.add_argument("--workloads", help="comma-separated workloads to run (w1,...,w5, notify, stats, w8); "
                         "W6 and W7 only when not given")
     parser.add_argument("--output", default=str(ROOT / "target/bench/results.json"))
     parser.add_argument("--markdown", metavar="RESULTS", help="print a results file as Markdown tables and exit")
@@ -419,6 +454,8 @@ def main():
                 passes[sync]["reap"] = reap_workload(systems[0], 100_000)
             if not wanted or "notify" in wanted:
                 passes[sync]["notify_cost"] = notify_cost_workload(systems[0], seconds, runs)
+            if not wanted or "stats" in wanted:
+                passes[sync]["stats_cost"] = stats_cost_workload(systems[0], seconds, runs)
             if not wanted or "w8" in wanted:
                 passes[sync]["wake_latency"] = wake_latency_workload(cluster, 100 if args.quick else 300)
     finally:

@@ -33,6 +33,13 @@ CREATE TABLE jq_queues (
     -- Whether committed enqueues send NOTIFY "jq_<queue_name>" (LISTEN wake-ups). A session reads
     -- it at most once a second, so a change reaches every session within a second.
     notify        boolean NOT NULL DEFAULT true,
+    -- jq_queue_health warns when a figure passes its threshold; NULL: never.
+    warn_claimable_age   interval DEFAULT '5 minutes'
+                  CONSTRAINT jq_queues_warn_claimable_age_positive CHECK (warn_claimable_age > interval '0'),
+    warn_expiring_leases int DEFAULT 10
+                  CONSTRAINT jq_queues_warn_expiring_leases_positive CHECK (warn_expiring_leases >= 1),
+    warn_dead_age        interval DEFAULT '1 hour'
+                  CONSTRAINT jq_queues_warn_dead_age_not_negative CHECK (warn_dead_age >= interval '0'),
     CONSTRAINT jq_queues_backoff_cap_ge_base CHECK (backoff_cap >= backoff_base)
 );
 
@@ -205,3 +212,28 @@ CROSS JOIN clock c
 LEFT JOIN pending p USING (queue_name)
 LEFT JOIN running r USING (queue_name)
 LEFT JOIN unresolved u USING (queue_name);
+
+-- What operators alert on, per queue: the oldest claimable job's age, running jobs whose lease ends
+-- within 10 s, the oldest dead job's age (dead and neither re-driven nor purged), each with its
+-- threshold from jq_queues (the defaults written there for a queue without a row) and a flag.
+CREATE VIEW jq_queue_health AS
+SELECT s.queue_name,
+       s.oldest_claimable_age,
+       s.expiring_10s AS expiring_leases,
+       s.oldest_dead_age,
+       t.warn_claimable_age,
+       t.warn_expiring_leases,
+       t.warn_dead_age,
+       coalesce(s.oldest_claimable_age > t.warn_claimable_age, false) AS claimable_age_warning,
+       coalesce(s.expiring_10s >= t.warn_expiring_leases, false)     AS expiring_leases_warning,
+       coalesce(s.oldest_dead_age > t.warn_dead_age, false)           AS dead_age_warning
+FROM jq_queue_stats s
+LEFT JOIN jq_queues q ON q.queue_name = s.queue_name
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN q.queue_name IS NULL THEN interval '5 minutes' ELSE q.warn_claimable_age END
+               AS warn_claimable_age,
+           CASE WHEN q.queue_name IS NULL THEN 10 ELSE q.warn_expiring_leases END
+               AS warn_expiring_leases,
+           CASE WHEN q.queue_name IS NULL THEN interval '1 hour' ELSE q.warn_dead_age END
+               AS warn_dead_age
+) t;

@@ -11,6 +11,7 @@ use pgrx::{PgList, PgSqlErrorCode};
 
 use crate::payload::Payload;
 use crate::spi_util::first_value;
+use crate::stats::{self, Counter};
 use crate::{clock, guc, input, plans, reap, reaper, wake};
 
 const CLAIM: &str = include_str!("../sql/queries/claim.sql");
@@ -168,6 +169,11 @@ fn claim_now(
         claim_rows(client, &args(batch_size.min(free as i32), true))
     })?;
     jobs.sort_unstable_by_key(|(_, order)| *order);
+    let now = pg_sys::TimestampTz::from(now);
+    for (_, (_, _, available_at, _)) in &jobs {
+        stats::count(queue_name, Counter::Claims);
+        stats::waited(queue_name, now - available_at);
+    }
     Ok(jobs.into_iter().map(|(job, _)| job).collect())
 }
 

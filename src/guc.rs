@@ -16,6 +16,9 @@ pub static MAX_BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1000);
 pub static INLINE_REAP_MAX: GucSetting<i32> = GucSetting::<i32>::new(10);
 pub static INLINE_REAP_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 
+pub static STATS_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
+pub static STATS_MAX_QUEUES: GucSetting<i32> = GucSetting::<i32>::new(256);
+
 pub static REAPER_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
 pub static REAPER_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 pub static REAPER_MAX_JOBS: GucSetting<i32> = GucSetting::<i32>::new(10000);
@@ -94,6 +97,14 @@ pub fn init() {
         GucFlags::UNIT_MS,
     );
     GucRegistry::define_bool_guc(
+        c"pg_jobqueue.stats",
+        c"Whether committed claims, completions, failures and the rest are counted (needs shared_preload_libraries).",
+        c"The counters and latency histograms of jq_metrics() and jq_queue_counters.",
+        &STATS_ENABLED,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
         c"pg_jobqueue.reaper_enabled",
         c"Whether the background reaper reaps (it needs shared_preload_libraries).",
         c"",
@@ -138,6 +149,16 @@ pub fn init() {
             c"Databases the background reaper serves, comma-separated; one worker each.",
             c"A database without the extension is skipped quietly until it is created there.",
             &REAPER_DATABASES,
+            GucContext::Postmaster,
+            GucFlags::default(),
+        );
+        GucRegistry::define_int_guc(
+            c"pg_jobqueue.stats_max_queues",
+            c"Queues with counters of their own in shared memory; any further queue is counted under queue \"*\".",
+            c"About 20 kB of shared memory each.",
+            &STATS_MAX_QUEUES,
+            1,
+            100_000,
             GucContext::Postmaster,
             GucFlags::default(),
         );

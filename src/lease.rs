@@ -1,17 +1,18 @@
 //! The lease holder's verbs: jq_heartbeat, jq_complete, jq_fail. Each acts only while the job runs
 //! under this worker's unexpired lease with this token; otherwise it changes nothing and returns false.
 
-use pgrx::datum::Interval;
+use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::prelude::*;
 use pgrx::spi;
 
-use crate::spi_util::changed_any;
+use crate::stats::{self, Counter};
 use crate::{clock, input, plans};
 
 const HEARTBEAT: &str = include_str!("../sql/queries/heartbeat.sql");
 const COMPLETE: &str = include_str!("../sql/queries/complete.sql");
 const COMPLETE_BATCH: &str = include_str!("../sql/queries/complete_batch.sql");
 const FAIL: &str = include_str!("../sql/queries/fail.sql");
+const JOB_QUEUE: &str = include_str!("../sql/queries/job_queue.sql");
 
 /// Extends the lease to now + `extend` (default: the length it was claimed with), never past the
 /// queue's maximum runtime counted from this attempt's claim.
@@ -28,7 +29,15 @@ fn jq_heartbeat(
     let lease_token = input::lease_token(lease_token);
     let extend = input::lease_length("extend", extend);
     let now = clock::now();
-    changed_any(HEARTBEAT, &[job_id.into(), worker.into(), lease_token.into(), extend.into(), now.into()])
+    let extended = Spi::connect_mut(|client| {
+        let args = [job_id.into(), worker.into(), lease_token.into(), extend.into(), now.into()];
+        let extended = !plans::run(client, HEARTBEAT, &args)?.is_empty();
+        if !extended {
+            count_refused(client, vec![job_id], Counter::StaleHeartbeats)?;
+        }
+        Ok::<_, spi::Error>(extended)
+    })?;
+    Ok(extended)
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
@@ -38,7 +47,47 @@ fn jq_complete(job_id: Option<i64>, worker: Option<&str>, lease_token: Option<i6
     let worker = input::worker(worker);
     let lease_token = input::lease_token(lease_token);
     let now = clock::now();
-    changed_any(COMPLETE, &[job_id.into(), worker.into(), lease_token.into(), now.into()])
+    Spi::connect_mut(|client| {
+        let rows = plans::run(client, COMPLETE, &[job_id.into(), worker.into(), lease_token.into(), now.into()])?;
+        let Some((queue_name, claimed_at)) = queue_and_claim_time(rows, 1)?.pop() else {
+            count_refused(client, vec![job_id], Counter::StaleCompletions)?;
+            return Ok(false);
+        };
+        count_completion(&queue_name, claimed_at, now);
+        Ok(true)
+    })
+}
+
+/// The queue name and claim time in columns `first` and `first + 1` of each row.
+fn queue_and_claim_time(rows: spi::SpiTupleTable, first: usize) -> spi::Result<Vec<(String, TimestampWithTimeZone)>> {
+    rows.map(|row| Ok((required(row.get(first)?), required(row.get(first + 1)?)))).collect()
+}
+
+fn count_completion(queue_name: &str, claimed_at: TimestampWithTimeZone, now: TimestampWithTimeZone) {
+    stats::count(queue_name, Counter::Completions);
+    stats::ran(queue_name, micros(now) - micros(claimed_at));
+}
+
+fn micros(at: TimestampWithTimeZone) -> i64 {
+    pg_sys::TimestampTz::from(at)
+}
+
+/// Counts refused calls against their jobs' queues (a job that does not exist counts nowhere).
+/// Refusals are rare, so the lookup costs the hot path nothing.
+fn count_refused(client: &mut spi::SpiClient, job_ids: Vec<i64>, counter: Counter) -> spi::Result<()> {
+    if !stats::counting() {
+        return Ok(());
+    }
+    for row in plans::run(client, JOB_QUEUE, &[job_ids.into()])? {
+        let queue_name: String = required(row.get(1)?);
+        stats::count(&queue_name, counter);
+    }
+    Ok(())
+}
+
+/// Columns that the queries return from NOT NULL columns of jq_jobs.
+fn required<T>(value: Option<T>) -> T {
+    value.expect("a NOT NULL column")
 }
 
 /// jq_complete for a batch, in one statement: `lease_tokens[i]` is the token of `job_ids[i]`. Each job
@@ -53,13 +102,21 @@ fn jq_complete_batch(
     let (job_ids, lease_tokens) = input::job_batch(job_ids, lease_tokens);
     let worker = input::worker(worker);
     let now = clock::now();
-    let args = [job_ids.into(), worker.into(), lease_tokens.into(), now.into(), "running".into()];
+    let args = [job_ids.clone().into(), worker.into(), lease_tokens.into(), now.into(), "running".into()];
     let completed = Spi::connect_mut(|client| {
-        plans::run(client, COMPLETE_BATCH, &args)?
-            .map(|row| row.get::<i64>(1).map(|id| (id.expect("jq_jobs.id is NOT NULL"),)))
-            .collect::<spi::Result<Vec<(i64,)>>>()
+        let mut completed = Vec::new();
+        for row in plans::run(client, COMPLETE_BATCH, &args)? {
+            let id: i64 = required(row.get(1)?);
+            count_completion(&required::<String>(row.get(2)?), required(row.get(3)?), now);
+            completed.push(id);
+        }
+        if completed.len() < job_ids.len() {
+            let refused = job_ids.iter().copied().filter(|id| !completed.contains(id)).collect();
+            count_refused(client, refused, Counter::StaleCompletions)?;
+        }
+        Ok::<_, spi::Error>(completed)
     })?;
-    Ok(TableIterator::new(completed))
+    Ok(TableIterator::new(completed.into_iter().map(|id| (id,))))
 }
 
 /// Records a failed attempt. Not retryable, or no attempts left: the job is dead. Otherwise it is
@@ -84,9 +141,8 @@ fn jq_fail(
     let retryable = input::retryable(retryable);
     let retry_in = input::retry_in(retry_in);
     let now = clock::now();
-    changed_any(
-        FAIL,
-        &[
+    Spi::connect_mut(|client| {
+        let args = [
             job_id.into(),
             worker.into(),
             lease_token.into(),
@@ -95,6 +151,15 @@ fn jq_fail(
             retryable.into(),
             retry_in.into(),
             now.into(),
-        ],
-    )
+        ];
+        let rows = plans::run(client, FAIL, &args)?;
+        let Some(row) = rows.into_iter().next() else {
+            count_refused(client, vec![job_id], Counter::StaleCompletions)?;
+            return Ok(false);
+        };
+        let queue_name: String = required(row.get(2)?);
+        stats::failure(&queue_name, error_code);
+        stats::count(&queue_name, if required(row.get(3)?) { Counter::Deaths } else { Counter::Retries });
+        Ok(true)
+    })
 }

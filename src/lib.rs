@@ -13,12 +13,14 @@ mod input;
 mod payload;
 mod plans;
 mod spi_util;
+mod stats;
 mod wake;
 
 mod claim;
 mod enqueue;
 mod lease;
 mod manage;
+mod metrics;
 mod reap;
 mod reaper;
 mod retention;
@@ -26,6 +28,7 @@ mod retention;
 ::pgrx::pg_module_magic!(name, version);
 
 extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
+extension_sql_file!("../sql/monitoring.sql", name = "monitoring", finalize);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
@@ -33,6 +36,7 @@ pub extern "C-unwind" fn _PG_init() {
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         reaper::register_workers();
         wake::init_shared_memory();
+        stats::init_shared_memory();
     }
 }
 

@@ -4,7 +4,8 @@ use pgrx::prelude::*;
 use pgrx::spi;
 
 use crate::spi_util::changed_any;
-use crate::{clock, input};
+use crate::stats::{self, Counter};
+use crate::{clock, input, plans};
 
 const RETRY: &str = include_str!("../sql/queries/retry.sql");
 const CANCEL: &str = include_str!("../sql/queries/cancel.sql");
@@ -23,5 +24,13 @@ fn jq_retry(job_id: Option<i64>) -> spi::Result<bool> {
 #[search_path(@extschema@, pg_catalog, pg_temp)]
 fn jq_cancel(job_id: Option<i64>) -> spi::Result<bool> {
     let job_id = input::job_id(job_id);
-    changed_any(CANCEL, &[job_id.into(), clock::now().into()])
+    Spi::connect_mut(|client| {
+        let rows = plans::run(client, CANCEL, &[job_id.into(), clock::now().into()])?;
+        let Some(row) = rows.into_iter().next() else {
+            return Ok(false);
+        };
+        let queue_name: String = row.get(2)?.expect("jq_jobs.queue_name is NOT NULL");
+        stats::count(&queue_name, Counter::Cancellations);
+        Ok(true)
+    })
 }

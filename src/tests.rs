@@ -791,6 +791,61 @@ mod tests {
     }
 
     #[pg_test]
+    fn health_flags_trip_at_their_thresholds() {
+        let flags = |queue: &str| -> (bool, bool, bool) {
+            Spi::connect(|c| {
+                let row = c
+                    .select(
+                        "SELECT claimable_age_warning, expiring_leases_warning, dead_age_warning
+                         FROM jq_queue_health WHERE queue_name = $1",
+                        None,
+                        &[queue.into()],
+                    )?
+                    .first();
+                Ok::<_, pgrx::spi::Error>((
+                    row.get::<bool>(1)?.unwrap(),
+                    row.get::<bool>(2)?.unwrap(),
+                    row.get::<bool>(3)?.unwrap(),
+                ))
+            })
+            .unwrap()
+        };
+        // A queue without settings: claimable for 6 minutes is past the default 5.
+        enqueue("h");
+        run("UPDATE jq_jobs SET available_at = clock_timestamp() - interval '6 minutes' WHERE queue_name = 'h'");
+        assert_eq!(flags("h"), (true, false, false));
+        run("INSERT INTO jq_queues (queue_name, warn_claimable_age) VALUES ('h', '10 minutes')");
+        assert_eq!(flags("h"), (false, false, false));
+        run("UPDATE jq_queues SET warn_claimable_age = '5 minutes 59 seconds' WHERE queue_name = 'h'");
+        assert_eq!(flags("h").0, true);
+
+        // Three leases ending within 10 s: the flag trips at 3, not at 4.
+        run("SELECT jq_enqueue_batch('h2', array_fill('{}'::jsonb, ARRAY[3]))");
+        run("SELECT count(*) FROM jq_claim('h2', 'w', interval '5 seconds', 3)");
+        run("INSERT INTO jq_queues (queue_name, warn_expiring_leases) VALUES ('h2', 4)");
+        assert_eq!(flags("h2"), (false, false, false));
+        run("UPDATE jq_queues SET warn_expiring_leases = 3 WHERE queue_name = 'h2'");
+        assert_eq!(flags("h2"), (false, true, false));
+
+        // A job dead for two hours is past the default hour; NULL turns the check off.
+        enqueue("h3");
+        run("SELECT jq_fail(id, 'w', lease_token, 'E', retryable => false) FROM jq_claim('h3', 'w')");
+        run("UPDATE jq_jobs SET finished_at = clock_timestamp() - interval '2 hours' WHERE queue_name = 'h3'");
+        assert_eq!(flags("h3"), (false, false, true));
+        run("INSERT INTO jq_queues (queue_name, warn_dead_age) VALUES ('h3', NULL)");
+        assert_eq!(flags("h3"), (false, false, false));
+    }
+
+    #[pg_test]
+    fn without_preload_there_are_no_counters_and_metrics_still_render() {
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_queue_counters()"), 0);
+        enqueue("m");
+        let metrics = one::<String>("SELECT jq_metrics()");
+        assert!(metrics.contains("jq_stats_available 0\n"), "{metrics}");
+        assert!(metrics.contains("jq_jobs{queue=\"m\",status=\"pending\"} 1\n"), "{metrics}");
+    }
+
+    #[pg_test]
     fn functions_work_whatever_the_callers_search_path() {
         run("CREATE SCHEMA decoy");
         run("CREATE TABLE decoy.jq_jobs (id int)");
@@ -1024,6 +1079,10 @@ mod tests {
         assert_no_seq_scan(&slot_free);
         let holder = generic_plan(include_str!("../sql/queries/enqueue_existing.sql"), "text, text", "'q1', 'k'");
         assert_no_seq_scan(&holder);
+        // Refused calls look up their job's queue, to count the refusal.
+        let job_queue = generic_plan(include_str!("../sql/queries/job_queue.sql"), "bigint[]", "ARRAY[1]");
+        assert_no_seq_scan(&job_queue);
+        assert_reads_index(&job_queue, "jq_jobs_pkey");
         let by_id = [
             (include_str!("../sql/queries/complete.sql"), "bigint, text, bigint, timestamptz", "1, 'w', 1, now()"),
             (

@@ -16,4 +16,4 @@ WITH before AS (
 INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worker, lease_token)
 SELECT c.id, c.queue_name, 'cancelled', 'cancelled', $2, c.attempt_count, c.lease_owner, c.lease_token
 FROM cancelled c
-RETURNING job_id
+RETURNING job_id, queue_name

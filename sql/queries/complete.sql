@@ -15,3 +15,5 @@ WHERE ctid = (SELECT ctid FROM jq_jobs WHERE id = $1)
   AND lease_owner = $2
   AND lease_token = $3
   AND lease_expires_at > $4
+-- For the counters: the queue, and the claim time its running time is measured from.
+RETURNING queue_name, claimed_at

@@ -18,4 +18,4 @@ WHERE j.id = done.id
   AND j.lease_owner = $2
   AND j.lease_token = done.lease_token
   AND j.lease_expires_at > $4
-RETURNING j.id
+RETURNING j.id, j.queue_name, j.claimed_at

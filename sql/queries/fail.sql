@@ -30,4 +30,4 @@ INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worke
                            error_code, error_message)
 SELECT f.id, f.queue_name, 'failed', f.status, $8, f.attempt_count, $2, f.lease_token, $4, $5
 FROM failed f
-RETURNING job_id
+RETURNING job_id, queue_name, status = 'dead' AS dead

@@ -40,4 +40,4 @@ INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worke
 SELECT r.id, r.queue_name, 'lease_expired', r.status, $2, r.attempt_count, r.lease_owner,
        r.lease_token, 'LEASE_EXPIRED', r.last_error_message
 FROM reaped r
-RETURNING job_id
+RETURNING job_id, queue_name, status = 'dead' AS dead

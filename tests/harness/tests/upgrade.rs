@@ -55,7 +55,7 @@ fn an_upgrade_from_the_first_release_keeps_the_queue_and_matches_a_fresh_install
 }
 
 /// Every object of the extension with its full definition: functions, tables and their columns,
-/// constraints, indexes, views, sequences, types, and what pg_dump keeps.
+/// constraints, indexes, views, sequences, types, privileges, and what pg_dump keeps.
 fn objects(client: &mut Client) -> Vec<String> {
     text_rows(
         client,
@@ -76,7 +76,7 @@ fn objects(client: &mut Client) -> Vec<String> {
              UNION ALL
              SELECT format('relation %s (%s) %s', relname, relkind, reloptions) FROM rel
              UNION ALL
-             SELECT format('column %s.%s %s not null %s default %s', r.relname, a.attname,
+             SELECT format('column %s.%s #%s %s not null %s default %s', r.relname, a.attname, a.attnum,
                            format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(ad.adbin, ad.adrelid))
              FROM rel r JOIN pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped
              LEFT JOIN pg_attrdef ad ON ad.adrelid = r.oid AND ad.adnum = a.attnum
@@ -87,6 +87,11 @@ fn objects(client: &mut Client) -> Vec<String> {
              SELECT 'index ' || pg_get_indexdef(i.indexrelid) FROM rel r JOIN pg_index i ON i.indrelid = r.oid
              UNION ALL
              SELECT 'view ' || relname || ': ' || pg_get_viewdef(oid) FROM rel WHERE relkind = 'v'
+             UNION ALL
+             SELECT format('privileges %s %s', p.oid::regprocedure, p.proacl)
+             FROM pg_proc p JOIN member m ON m.classid = 'pg_proc'::regclass AND m.objid = p.oid
+             UNION ALL
+             SELECT format('privileges %s %s', c.relname, c.relacl) FROM pg_class c JOIN rel r ON r.oid = c.oid
              UNION ALL
              SELECT format('dumped %s %s', c::regclass, cond)
              FROM pg_extension e, unnest(e.extconfig, e.extcondition) AS u(c, cond) WHERE e.extname = 'pg_jobqueue'

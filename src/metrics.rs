@@ -1,0 +1,256 @@
+//! Reading the counters: jq_queue_counters(), jq_failure_counts(), jq_metrics() (Prometheus text
+//! exposition, format 0.0.4) and jq_stats_reset(). Nothing here reads or writes a job's payload.
+
+use std::fmt::Write;
+
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::prelude::*;
+use pgrx::spi;
+
+use crate::stats::{self, LatencySnapshot, QueueSnapshot, BUCKETS, COUNTERS, COUNTER_NAMES};
+
+const GAUGES: &str = include_str!("../sql/queries/metrics_gauges.sql");
+
+/// The label value of the entry that counts every queue beyond `pg_jobqueue.stats_max_queues`
+/// (not a valid queue name, so it cannot be mistaken for one).
+const OTHER_QUEUES: &str = "*";
+
+/// Counters and recent latency percentiles per queue, since the last reset (or server start). No
+/// rows without shared_preload_libraries.
+#[allow(clippy::type_complexity)]
+#[pg_extern(volatile, parallel_safe)]
+#[search_path(@extschema@, pg_catalog, pg_temp)]
+fn jq_queue_counters() -> TableIterator<
+    'static,
+    (
+        name!(queue_name, String),
+        name!(claims, i64),
+        name!(completions, i64),
+        name!(failures, i64),
+        name!(retries, i64),
+        name!(deaths, i64),
+        name!(lease_expirations, i64),
+        name!(stale_completions, i64),
+        name!(stale_heartbeats, i64),
+        name!(cancellations, i64),
+        name!(wait_p50_seconds, Option<f64>),
+        name!(wait_p95_seconds, Option<f64>),
+        name!(wait_p99_seconds, Option<f64>),
+        name!(run_p50_seconds, Option<f64>),
+        name!(run_p95_seconds, Option<f64>),
+        name!(run_p99_seconds, Option<f64>),
+        name!(counted_since, Option<TimestampWithTimeZone>),
+    ),
+> {
+    let since = stats::reset_at().and_then(|at| TimestampWithTimeZone::try_from(at).ok());
+    TableIterator::new(stats::snapshot().into_iter().map(move |q| {
+        let c = q.counters.map(|n| n as i64);
+        (
+            queue_label(&q).to_owned(),
+            c[0],
+            c[1],
+            c[2],
+            c[3],
+            c[4],
+            c[5],
+            c[6],
+            c[7],
+            c[8],
+            q.wait.recent_quantile(0.50),
+            q.wait.recent_quantile(0.95),
+            q.wait.recent_quantile(0.99),
+            q.run.recent_quantile(0.50),
+            q.run.recent_quantile(0.95),
+            q.run.recent_quantile(0.99),
+            since,
+        )
+    }))
+}
+
+/// Failures per queue and error code; `error_code` NULL counts the codes beyond the first 16 a
+/// queue reported.
+#[pg_extern(volatile, parallel_safe)]
+#[search_path(@extschema@, pg_catalog, pg_temp)]
+fn jq_failure_counts(
+) -> TableIterator<'static, (name!(queue_name, String), name!(error_code, Option<String>), name!(failures, i64))> {
+    let rows: Vec<_> = stats::snapshot()
+        .into_iter()
+        .flat_map(|q| {
+            let queue = queue_label(&q).to_owned();
+            let mut rows: Vec<_> =
+                q.errors.iter().filter(|(_, n)| *n > 0).map(|(code, n)| (queue.clone(), Some(code.clone()), *n as i64)).collect();
+            if q.other_errors > 0 {
+                rows.push((queue, None, q.other_errors as i64));
+            }
+            rows
+        })
+        .collect();
+    TableIterator::new(rows)
+}
+
+/// Zeroes the counters and histograms of every queue.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(@extschema@, pg_catalog, pg_temp)]
+fn jq_stats_reset() {
+    stats::reset();
+}
+
+/// Every figure an operator alerts on, as Prometheus text exposition (format 0.0.4), so that a
+/// scraper reads it with one query. The gauges come from jq_queue_stats and jq_queue_health (so
+/// this reads only what a pg_monitor member may read); counters and histograms from shared memory.
+// Restricted: it runs SPI queries, which belong in the leader.
+#[pg_extern(volatile, parallel_restricted)]
+#[search_path(@extschema@, pg_catalog, pg_temp)]
+fn jq_metrics() -> spi::Result<String> {
+    let mut out = String::new();
+    counter_families(&mut out);
+    gauge_families(&mut out)?;
+    Ok(out)
+}
+
+fn queue_label(q: &QueueSnapshot) -> &str {
+    q.queue_name.as_deref().unwrap_or(OTHER_QUEUES)
+}
+
+const COUNTER_HELP: [&str; COUNTERS] = [
+    "Jobs claimed.",
+    "Jobs completed by their lease holder.",
+    "Failed attempts reported with jq_fail.",
+    "Failed attempts and expired leases that returned the job to pending, to run again.",
+    "Jobs that became dead: not retryable, or attempts spent.",
+    "Leases that expired and were reaped.",
+    "Completions and failures refused: stale token, wrong owner or expired lease.",
+    "Heartbeats refused: stale token, wrong owner or expired lease.",
+    "Jobs cancelled.",
+];
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+fn counter_families(out: &mut String) {
+    let queues = stats::snapshot();
+    header(out, "jq_stats_available", "gauge", "1 if counters are kept (the library is preloaded), else 0.");
+    let _ = writeln!(out, "jq_stats_available {}", u8::from(stats::available()));
+    if let Some(at) = stats::reset_at() {
+        header(out, "jq_stats_reset_timestamp_seconds", "gauge", "When the counters were last reset, or the server started.");
+        let _ = writeln!(out, "jq_stats_reset_timestamp_seconds {}", unix_seconds(at));
+    }
+    for (i, name) in COUNTER_NAMES.iter().enumerate() {
+        let family = format!("jq_{name}_total");
+        header(out, &family, "counter", COUNTER_HELP[i]);
+        for q in &queues {
+            let _ = writeln!(out, "{family}{{queue=\"{}\"}} {}", escape(queue_label(q)), q.counters[i]);
+        }
+    }
+    header(
+        out,
+        "jq_failures_by_code_total",
+        "counter",
+        "Failed attempts by error code: the first 16 codes of each queue (the rest in jq_failures_other_codes_total).",
+    );
+    for q in &queues {
+        for (code, n) in &q.errors {
+            let _ = writeln!(out, "jq_failures_by_code_total{{queue=\"{}\",error_code=\"{}\"}} {n}", escape(queue_label(q)), escape(code));
+        }
+    }
+    header(out, "jq_failures_other_codes_total", "counter", "Failed attempts whose code is not among the queue's first 16.");
+    for q in &queues {
+        let _ = writeln!(out, "jq_failures_other_codes_total{{queue=\"{}\"}} {}", escape(queue_label(q)), q.other_errors);
+    }
+    latency_families(out, &queues, "jq_wait_seconds", "Time from a job's available_at to its claim.", |q| &q.wait);
+    latency_families(out, &queues, "jq_run_seconds", "Time from a job's claim to its completion.", |q| &q.run);
+}
+
+/// A histogram since the last reset (buckets 4x apart from 1 ms), and the p50/p95/p99 of the last
+/// five minutes as a gauge.
+fn latency_families(
+    out: &mut String,
+    queues: &[QueueSnapshot],
+    name: &str,
+    help: &str,
+    latency: impl Fn(&QueueSnapshot) -> &LatencySnapshot,
+) {
+    header(out, name, "histogram", help);
+    for q in queues {
+        let (l, queue) = (latency(q), escape(queue_label(q)));
+        let mut cumulative = 0;
+        for (bucket, n) in l.total.iter().enumerate() {
+            cumulative += n;
+            if bucket % 8 == 0 && bucket < BUCKETS - 1 {
+                let _ = writeln!(out, "{name}_bucket{{queue=\"{queue}\",le=\"{}\"}} {cumulative}", stats::bucket_upper(bucket));
+            }
+        }
+        let _ = writeln!(out, "{name}_bucket{{queue=\"{queue}\",le=\"+Inf\"}} {cumulative}");
+        let _ = writeln!(out, "{name}_sum{{queue=\"{queue}\"}} {}", l.sum_seconds);
+        let _ = writeln!(out, "{name}_count{{queue=\"{queue}\"}} {}", l.count());
+    }
+    let recent = format!("{name}_recent");
+    header(out, &recent, "gauge", &format!("{help} Quantiles over the last five minutes, within 19%."));
+    for q in queues {
+        for p in [0.5, 0.95, 0.99] {
+            if let Some(v) = latency(q).recent_quantile(p) {
+                let _ = writeln!(out, "{recent}{{queue=\"{}\",quantile=\"{p}\"}} {v}", escape(queue_label(q)));
+            }
+        }
+    }
+}
+
+/// Gauges from the tables: jobs by status, ages, expiring leases and health warnings.
+fn gauge_families(out: &mut String) -> spi::Result<()> {
+    type Row = (String, [i64; 6], [f64; 2], [bool; 3]);
+    let rows: Vec<Row> = Spi::connect(|client| {
+        client
+            .select(GAUGES, None, &[])?
+            .map(|r| {
+                let n = |i: usize| r.get::<i64>(i).map(|v| v.unwrap_or(0));
+                let f = |i: usize| r.get::<f64>(i).map(|v| v.unwrap_or(0.0));
+                let b = |i: usize| r.get::<bool>(i).map(|v| v.unwrap_or(false));
+                Ok((
+                    r.get::<String>(1)?.unwrap_or_default(),
+                    [n(2)?, n(3)?, n(4)?, n(5)?, n(6)?, n(7)?],
+                    [f(8)?, f(9)?],
+                    [b(10)?, b(11)?, b(12)?],
+                ))
+            })
+            .collect::<spi::Result<Vec<Row>>>()
+    })?;
+    header(out, "jq_jobs", "gauge", "Jobs by status (pending: claimable now; scheduled: due later).");
+    for (queue, counts, _, _) in &rows {
+        for (status, n) in ["pending", "scheduled", "running", "dead", "cancelled"].iter().zip(counts) {
+            let _ = writeln!(out, "jq_jobs{{queue=\"{}\",status=\"{status}\"}} {n}", escape(queue));
+        }
+    }
+    let gauges = [
+        ("jq_oldest_claimable_age_seconds", "Age of the oldest claimable job (0: none)."),
+        ("jq_oldest_dead_age_seconds", "Age of the oldest dead job not yet re-driven or purged (0: none)."),
+    ];
+    for (i, (name, help)) in gauges.iter().enumerate() {
+        header(out, name, "gauge", help);
+        for (queue, _, ages, _) in &rows {
+            let _ = writeln!(out, "{name}{{queue=\"{}\"}} {}", escape(queue), ages[i]);
+        }
+    }
+    header(out, "jq_expiring_leases", "gauge", "Running jobs whose lease ends within 10 s, or has ended.");
+    for (queue, counts, _, _) in &rows {
+        let _ = writeln!(out, "jq_expiring_leases{{queue=\"{}\"}} {}", escape(queue), counts[5]);
+    }
+    header(out, "jq_health_warning", "gauge", "1 when a jq_queue_health check is past its queue's threshold.");
+    for (queue, _, _, warnings) in &rows {
+        for (check, on) in ["claimable_age", "expiring_leases", "dead_age"].iter().zip(warnings) {
+            let _ = writeln!(out, "jq_health_warning{{queue=\"{}\",check=\"{check}\"}} {}", escape(queue), u8::from(*on));
+        }
+    }
+    Ok(())
+}
+
+/// A label value as the exposition format wants it: backslash, double quote and newline escaped.
+fn escape(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// A TimestampTz (microseconds since 2000-01-01) as Unix seconds.
+fn unix_seconds(at: i64) -> f64 {
+    const POSTGRES_EPOCH_UNIX_SECONDS: f64 = 946_684_800.0;
+    at as f64 / 1e6 + POSTGRES_EPOCH_UNIX_SECONDS
+}

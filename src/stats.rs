@@ -1,0 +1,496 @@
+//! Per-queue counters and latency histograms in shared memory (library preloaded only).
+//!
+//! Counting adds no write and no lock to the hot path: each verb notes what happened in a
+//! backend-local list, and when its transaction commits the list is applied to shared memory with
+//! atomic additions. A transaction that rolls back counts nothing, so the counters tell what
+//! committed. The queue table is a fixed array (`pg_jobqueue.stats_max_queues` entries plus one for
+//! every queue beyond them), filled on first use and never shrunk; entries are found by hash and
+//! claimed with a compare-and-swap, so not even that takes a lock.
+//!
+//! Latency is kept twice in the same fine histogram (buckets 2^(1/4) apart from 1 ms, so any
+//! percentile read from it is within 19% of the true value): once since the last reset, for the
+//! Prometheus histogram, and once per minute in a ring of six, for percentiles over the last five
+//! minutes.
+
+use std::cell::{Cell, RefCell};
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+use crate::guc;
+
+/// What is counted, one counter each.
+#[derive(Clone, Copy)]
+pub enum Counter {
+    Claims,
+    Completions,
+    Failures,
+    Retries,
+    Deaths,
+    LeaseExpirations,
+    StaleCompletions,
+    StaleHeartbeats,
+    Cancellations,
+}
+
+pub const COUNTERS: usize = 9;
+pub const COUNTER_NAMES: [&str; COUNTERS] = [
+    "claims",
+    "completions",
+    "failures",
+    "retries",
+    "deaths",
+    "lease_expirations",
+    "stale_completions",
+    "stale_heartbeats",
+    "cancellations",
+];
+
+/// Fine buckets: 0 holds everything under 1 ms; bucket i >= 1 holds [2^((i-1)/4), 2^(i/4)) ms; the
+/// last one is open above (12 days).
+pub const BUCKETS: usize = 121;
+/// Error codes counted one by one per queue; the rest are counted together.
+const ERROR_CODES: usize = 16;
+const ERROR_CODE_BYTES: usize = 256; // 64 characters of up to 4 bytes
+const NAME_BYTES: usize = 64;
+const WINDOW_MINUTES: usize = 6;
+/// The percentile window: the current minute and the four before it.
+const WINDOW_SPAN: u64 = 5;
+
+const FREE: u32 = 0;
+const WRITING: u32 = 1;
+const READY: u32 = 2;
+
+#[repr(C)]
+struct Histogram {
+    counts: [AtomicU64; BUCKETS],
+    sum_us: AtomicU64,
+}
+
+#[repr(C)]
+struct Minute {
+    minute: AtomicU64,
+    counts: [AtomicU64; BUCKETS],
+}
+
+#[repr(C)]
+struct Latency {
+    total: Histogram,
+    recent: [Minute; WINDOW_MINUTES],
+}
+
+#[repr(C)]
+struct ErrorCode {
+    state: AtomicU32,
+    len: u32,
+    code: [u8; ERROR_CODE_BYTES],
+    count: AtomicU64,
+}
+
+#[repr(C)]
+struct Entry {
+    state: AtomicU32,
+    len: u32,
+    name: [u8; NAME_BYTES],
+    counters: [AtomicU64; COUNTERS],
+    errors: [ErrorCode; ERROR_CODES],
+    other_errors: AtomicU64,
+    wait: Latency,
+    run: Latency,
+}
+
+#[repr(C)]
+struct Header {
+    /// When the counters were last reset (or the server started), as a TimestampTz.
+    reset_at: AtomicI64,
+    /// Entries for named queues; one more follows for every queue beyond them.
+    capacity: u32,
+}
+
+static mut HEADER: *mut Header = std::ptr::null_mut();
+static mut ENTRIES: *mut Entry = std::ptr::null_mut();
+static mut PREV_SHMEM_REQUEST: pg_sys::shmem_request_hook_type = None;
+static mut PREV_SHMEM_STARTUP: pg_sys::shmem_startup_hook_type = None;
+
+fn size(capacity: usize) -> usize {
+    std::mem::size_of::<Header>() + std::mem::size_of::<Entry>() * (capacity + 1)
+}
+
+/// Called from `_PG_init` while the library is preloaded.
+pub fn init_shared_memory() {
+    unsafe {
+        PREV_SHMEM_REQUEST = pg_sys::shmem_request_hook;
+        pg_sys::shmem_request_hook = Some(request_shared_memory);
+        PREV_SHMEM_STARTUP = pg_sys::shmem_startup_hook;
+        pg_sys::shmem_startup_hook = Some(attach_shared_memory);
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn request_shared_memory() {
+    unsafe {
+        if let Some(prev) = PREV_SHMEM_REQUEST {
+            prev();
+        }
+        pg_sys::RequestAddinShmemSpace(size(guc::STATS_MAX_QUEUES.get() as usize));
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn attach_shared_memory() {
+    unsafe {
+        if let Some(prev) = PREV_SHMEM_STARTUP {
+            prev();
+        }
+        let capacity = guc::STATS_MAX_QUEUES.get() as usize;
+        let lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock; // AddinShmemInitLock
+        pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        let mut found = false;
+        let base = pg_sys::ShmemInitStruct(c"pg_jobqueue stats".as_ptr(), size(capacity), &mut found);
+        if !found {
+            // All counters, states and histograms start at zero.
+            std::ptr::write_bytes(base.cast::<u8>(), 0, size(capacity));
+            let header = base.cast::<Header>();
+            (*header).capacity = capacity as u32;
+            (*header).reset_at.store(pg_sys::PgStartTime, Ordering::SeqCst);
+        }
+        HEADER = base.cast::<Header>();
+        ENTRIES = base.cast::<u8>().add(std::mem::size_of::<Header>()).cast::<Entry>();
+        pg_sys::LWLockRelease(lock);
+    }
+}
+
+/// Whether counters are kept: the library was preloaded.
+pub fn available() -> bool {
+    !unsafe { HEADER }.is_null()
+}
+
+/// Whether this session counts: the library was preloaded and `pg_jobqueue.stats` is on.
+pub fn counting() -> bool {
+    available() && guc::STATS_ENABLED.get()
+}
+
+fn capacity() -> usize {
+    unsafe { (*HEADER).capacity as usize }
+}
+
+fn entry(index: usize) -> &'static Entry {
+    unsafe { &*ENTRIES.add(index) }
+}
+
+/// The entry of a queue, claimed on first use; the overflow entry when the table is full.
+fn entry_index(queue_name: &str) -> usize {
+    if let Some(index) = CACHE.with(|cache| cache.borrow().get(queue_name).copied()) {
+        return index;
+    }
+    let capacity = capacity();
+    let mut hasher = DefaultHasher::new();
+    queue_name.hash(&mut hasher);
+    let start = (hasher.finish() % capacity as u64) as usize;
+    let mut found = capacity; // overflow
+    for probe in 0..capacity {
+        let index = (start + probe) % capacity;
+        let entry = entry(index);
+        if entry.state.compare_exchange(FREE, WRITING, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+            let bytes = queue_name.as_bytes();
+            let len = bytes.len().min(NAME_BYTES);
+            unsafe {
+                let entry = ENTRIES.add(index);
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), (&raw mut (*entry).name).cast::<u8>(), len);
+                (*entry).len = len as u32;
+            }
+            entry.state.store(READY, Ordering::SeqCst);
+            found = index;
+            break;
+        }
+        while entry.state.load(Ordering::SeqCst) == WRITING {
+            std::hint::spin_loop();
+        }
+        if entry_name(entry) == queue_name.as_bytes() {
+            found = index;
+            break;
+        }
+    }
+    CACHE.with(|cache| cache.borrow_mut().insert(queue_name.to_owned(), found));
+    found
+}
+
+fn entry_name(entry: &Entry) -> &[u8] {
+    &entry.name[..entry.len as usize]
+}
+
+enum Event {
+    Count(Counter),
+    Failure(String),
+    Wait(i64),
+    Run(i64),
+}
+
+thread_local! {
+    /// This session's entry index per queue name: entries are never freed, so it stays right.
+    static CACHE: RefCell<HashMap<String, usize>> = RefCell::new(HashMap::new());
+    /// What the current transaction did, applied when it commits.
+    static PENDING: RefCell<Vec<(usize, Event)>> = const { RefCell::new(Vec::new()) };
+    static CALLBACK_REGISTERED: Cell<bool> = const { Cell::new(false) };
+}
+
+fn note(queue_name: &str, event: Event) {
+    if !counting() {
+        return;
+    }
+    let index = entry_index(queue_name);
+    if !CALLBACK_REGISTERED.get() {
+        unsafe { pg_sys::RegisterXactCallback(Some(at_transaction_end), std::ptr::null_mut()) };
+        CALLBACK_REGISTERED.set(true);
+    }
+    PENDING.with(|pending| pending.borrow_mut().push((index, event)));
+}
+
+/// One more of `counter` for the queue, if the transaction commits.
+pub fn count(queue_name: &str, counter: Counter) {
+    note(queue_name, Event::Count(counter));
+}
+
+/// A failed attempt with its error code (counted as a failure, and by code).
+pub fn failure(queue_name: &str, error_code: &str) {
+    note(queue_name, Event::Failure(error_code.to_owned()));
+}
+
+/// A claimed job's waiting time: from `available_at` to its claim.
+pub fn waited(queue_name: &str, micros: i64) {
+    note(queue_name, Event::Wait(micros));
+}
+
+/// A completed job's running time: from its claim to its completion.
+pub fn ran(queue_name: &str, micros: i64) {
+    note(queue_name, Event::Run(micros));
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn at_transaction_end(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    let apply = match event {
+        pg_sys::XactEvent::XACT_EVENT_COMMIT => true,
+        pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PREPARE => false,
+        _ => return,
+    };
+    let events = PENDING.with(|pending| std::mem::take(&mut *pending.borrow_mut()));
+    if apply {
+        let minute = current_minute();
+        for (index, event) in events {
+            apply_event(entry(index), event, minute);
+        }
+    }
+}
+
+fn apply_event(entry: &Entry, event: Event, minute: u64) {
+    match event {
+        Event::Count(counter) => {
+            entry.counters[counter as usize].fetch_add(1, Ordering::Relaxed);
+        }
+        Event::Failure(code) => {
+            entry.counters[Counter::Failures as usize].fetch_add(1, Ordering::Relaxed);
+            match error_code_slot(entry, &code) {
+                Some(slot) => slot.count.fetch_add(1, Ordering::Relaxed),
+                None => entry.other_errors.fetch_add(1, Ordering::Relaxed),
+            };
+        }
+        Event::Wait(micros) => record(&entry.wait, micros, minute),
+        Event::Run(micros) => record(&entry.run, micros, minute),
+    }
+}
+
+/// The slot counting `code` in this entry, claimed on first use; None once all are taken.
+fn error_code_slot<'a>(entry: &'a Entry, code: &str) -> Option<&'a ErrorCode> {
+    let bytes = code.as_bytes();
+    for slot in &entry.errors {
+        if slot.state.compare_exchange(FREE, WRITING, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+            let len = bytes.len().min(ERROR_CODE_BYTES);
+            // SAFETY: this backend alone writes a slot between claiming it and marking it ready.
+            unsafe {
+                let slot = (slot as *const ErrorCode).cast_mut();
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), (&raw mut (*slot).code).cast::<u8>(), len);
+                (*slot).len = len as u32;
+            }
+            slot.state.store(READY, Ordering::SeqCst);
+            return Some(slot);
+        }
+        while slot.state.load(Ordering::SeqCst) == WRITING {
+            std::hint::spin_loop();
+        }
+        if &slot.code[..slot.len as usize] == bytes {
+            return Some(slot);
+        }
+    }
+    None
+}
+
+fn record(latency: &Latency, micros: i64, minute: u64) {
+    let micros = micros.max(0) as u64;
+    let bucket = bucket_of(micros);
+    latency.total.counts[bucket].fetch_add(1, Ordering::Relaxed);
+    latency.total.sum_us.fetch_add(micros, Ordering::Relaxed);
+    let slot = &latency.recent[(minute % WINDOW_MINUTES as u64) as usize];
+    let stamp = slot.minute.load(Ordering::SeqCst);
+    // The first to reach a slot in a new minute clears it. A count added by another backend
+    // between the swap and the clearing is lost: these are figures for operators, not accounts.
+    if stamp != minute && slot.minute.compare_exchange(stamp, minute, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+        slot.counts.iter().for_each(|c| c.store(0, Ordering::Relaxed));
+    }
+    slot.counts[bucket].fetch_add(1, Ordering::Relaxed);
+}
+
+pub fn bucket_of(micros: u64) -> usize {
+    if micros < 1000 {
+        return 0;
+    }
+    let quarter_octaves = (4.0 * (micros as f64 / 1000.0).log2()).floor() as usize;
+    (1 + quarter_octaves).min(BUCKETS - 1)
+}
+
+/// The upper bound of a bucket, in seconds (infinite for the last).
+pub fn bucket_upper(bucket: usize) -> f64 {
+    if bucket == BUCKETS - 1 {
+        return f64::INFINITY;
+    }
+    0.001 * 2f64.powf(bucket as f64 / 4.0)
+}
+
+fn bucket_lower(bucket: usize) -> f64 {
+    if bucket == 0 { 0.0 } else { bucket_upper(bucket - 1) }
+}
+
+fn current_minute() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() / 60).unwrap_or(0)
+}
+
+/// Zeroes every counter and histogram. Queue entries and error codes stay where they are.
+pub fn reset() {
+    if !available() {
+        return;
+    }
+    for index in 0..=capacity() {
+        let entry = entry(index);
+        entry.counters.iter().for_each(|c| c.store(0, Ordering::Relaxed));
+        entry.errors.iter().for_each(|e| e.count.store(0, Ordering::Relaxed));
+        entry.other_errors.store(0, Ordering::Relaxed);
+        for latency in [&entry.wait, &entry.run] {
+            latency.total.counts.iter().for_each(|c| c.store(0, Ordering::Relaxed));
+            latency.total.sum_us.store(0, Ordering::Relaxed);
+            for minute in &latency.recent {
+                minute.minute.store(0, Ordering::SeqCst);
+                minute.counts.iter().for_each(|c| c.store(0, Ordering::Relaxed));
+            }
+        }
+    }
+    unsafe { (*HEADER).reset_at.store(pg_sys::GetCurrentTimestamp(), Ordering::SeqCst) };
+}
+
+/// When the counters were last reset (or the server started).
+pub fn reset_at() -> Option<i64> {
+    available().then(|| unsafe { (*HEADER).reset_at.load(Ordering::SeqCst) })
+}
+
+/// A copy of one latency histogram: since the last reset, and over the recent window.
+pub struct LatencySnapshot {
+    pub total: [u64; BUCKETS],
+    pub sum_seconds: f64,
+    pub recent: [u64; BUCKETS],
+}
+
+impl LatencySnapshot {
+    pub fn count(&self) -> u64 {
+        self.total.iter().sum()
+    }
+
+    /// The `p`-quantile of the recent window in seconds, interpolated within its bucket; None
+    /// without samples.
+    pub fn recent_quantile(&self, p: f64) -> Option<f64> {
+        let total: u64 = self.recent.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let rank = p * total as f64;
+        let mut below = 0u64;
+        for (bucket, &n) in self.recent.iter().enumerate() {
+            if n > 0 && (below + n) as f64 >= rank {
+                let upper = bucket_upper(bucket);
+                let lower = bucket_lower(bucket);
+                if upper.is_infinite() {
+                    return Some(lower);
+                }
+                let within = ((rank - below as f64) / n as f64).clamp(0.0, 1.0);
+                return Some(lower + (upper - lower) * within);
+            }
+            below += n;
+        }
+        None
+    }
+}
+
+pub struct QueueSnapshot {
+    /// None for the entry that counts every queue beyond `pg_jobqueue.stats_max_queues`.
+    pub queue_name: Option<String>,
+    pub counters: [u64; COUNTERS],
+    pub errors: Vec<(String, u64)>,
+    pub other_errors: u64,
+    pub wait: LatencySnapshot,
+    pub run: LatencySnapshot,
+}
+
+/// Every queue with an entry, in name order; the overflow entry last, if it counted anything.
+pub fn snapshot() -> Vec<QueueSnapshot> {
+    if !available() {
+        return Vec::new();
+    }
+    let minute = current_minute();
+    let mut queues: Vec<QueueSnapshot> = (0..=capacity())
+        .filter_map(|index| {
+            let entry = entry(index);
+            let overflow = index == capacity();
+            if !overflow && entry.state.load(Ordering::SeqCst) != READY {
+                return None;
+            }
+            let counters = entry.counters.each_ref().map(|c| c.load(Ordering::Relaxed));
+            if overflow && counters.iter().all(|&c| c == 0) {
+                return None;
+            }
+            let errors = entry
+                .errors
+                .iter()
+                .filter(|e| e.state.load(Ordering::SeqCst) == READY)
+                .map(|e| (String::from_utf8_lossy(&e.code[..e.len as usize]).into_owned(), e.count.load(Ordering::Relaxed)))
+                .collect();
+            Some(QueueSnapshot {
+                queue_name: (!overflow).then(|| String::from_utf8_lossy(entry_name(entry)).into_owned()),
+                counters,
+                errors,
+                other_errors: entry.other_errors.load(Ordering::Relaxed),
+                wait: latency_snapshot(&entry.wait, minute),
+                run: latency_snapshot(&entry.run, minute),
+            })
+        })
+        .collect();
+    queues.sort_by(|a, b| (a.queue_name.is_none(), &a.queue_name).cmp(&(b.queue_name.is_none(), &b.queue_name)));
+    queues
+}
+
+fn latency_snapshot(latency: &Latency, minute: u64) -> LatencySnapshot {
+    let mut recent = [0u64; BUCKETS];
+    for slot in &latency.recent {
+        let stamp = slot.minute.load(Ordering::SeqCst);
+        if stamp != 0 && stamp <= minute && minute - stamp < WINDOW_SPAN {
+            for (sum, count) in recent.iter_mut().zip(&slot.counts) {
+                *sum += count.load(Ordering::Relaxed);
+            }
+        }
+    }
+    LatencySnapshot {
+        total: latency.total.counts.each_ref().map(|c| c.load(Ordering::Relaxed)),
+        sum_seconds: latency.total.sum_us.load(Ordering::Relaxed) as f64 / 1e6,
+        recent,
+    }
+}
