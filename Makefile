@@ -54,7 +54,7 @@ soak: install
 	@JQ_SOAK_OPS=$(OPS) cargo test -p jq-harness --test faults boundary_12 -- --nocapture
 
 # pg_jobqueue side by side with the classic SKIP LOCKED queue and pgmq, on one throwaway server;
-# see bench/README.md. The full run takes about 25 minutes; bench-quick (one short run of each) about 3.
+# see bench/README.md. The full run takes about 31 minutes; bench-quick (one short run of each) a few.
 # The system interpreter, for Debian's python3-psycopg (W8).
 bench: install-release
 	@/usr/bin/python3 bench/run.py

@@ -272,6 +272,7 @@ def notify_cost_workload(system, seconds, runs):
                 # LISTEN commits on its own; the session then stays connected for the run.
                 listener = subprocess.Popen(["psql", "-X", "-q", "-d", system.name, "-c", 'LISTEN "jq_bench"',
                                              "-c", "SELECT pg_sleep(3600)"], stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL,
                                             env={**os.environ, "PGAPPNAME": "jq-bench-listener"})
                 time.sleep(1)
             try:
@@ -405,7 +406,7 @@ def markdown(results):
         sc = result.get("stats_cost")
         if sc:
             lines += ["", f"W3 (pg_jobqueue) with the counters off: {sc['off']:,.0f} jobs/s; on: {sc['on']:,.0f} jobs/s; "
-                          f"counting costs {sc['cost'] * 100:.1f}%."]
+                          f"counting costs {sc['cost'] * 100:.1f}% (below zero: run-to-run noise)."]
         if result.get("wake_latency"):
             lines += ["", "| W8: enqueue commit to claim | p50 ms | p99 ms | max ms |", "|---|---:|---:|---:|"]
             labels = {"wait": "waiting claim (shared memory)", "notify": "LISTEN/NOTIFY + claim",

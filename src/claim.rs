@@ -32,8 +32,8 @@ type ClaimedJob = (i64, String, Payload, i32, i32, i32, i64, TimestampWithTimeZo
 ///
 /// A waiting claim sleeps between looks. It is woken by enqueue commits through shared memory when
 /// the library is preloaded (and polls every `POLL` otherwise), wakes itself when the queue's next
-/// scheduled job falls due, and looks again at least every `pg_jobqueue.wait_recheck`. While it sleeps it holds no
-/// lock and no snapshot horizon (see `release_snapshot_horizon`).
+/// scheduled job falls due, and looks again at least every `pg_jobqueue.wait_recheck`. While it
+/// sleeps it holds no lock and no snapshot horizon (see `release_snapshot_horizon`).
 // pgrx reads the result columns from the signature, so the type is spelled out here.
 #[allow(clippy::type_complexity)]
 #[pg_extern(name = "jq_claim", volatile, parallel_unsafe)]
