@@ -12,7 +12,7 @@
 //! Prometheus histogram, and once per minute in a ring of six, for percentiles over the last five
 //! minutes.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, UnsafeCell};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -83,19 +83,41 @@ struct Latency {
     recent: [Minute; WINDOW_MINUTES],
 }
 
+/// Text written once by the backend that claimed its slot (state FREE -> WRITING), then read by
+/// every backend after the state says READY: the cell says that it changes behind shared references.
+#[repr(C)]
+struct Label<const N: usize> {
+    len: UnsafeCell<u32>,
+    bytes: UnsafeCell<[u8; N]>,
+}
+
+impl<const N: usize> Label<N> {
+    /// Only by the backend that moved the owning state from FREE to WRITING.
+    unsafe fn write(&self, text: &[u8]) {
+        let len = text.len().min(N);
+        unsafe {
+            (&mut *self.bytes.get())[..len].copy_from_slice(&text[..len]);
+            *self.len.get() = len as u32;
+        }
+    }
+
+    /// Only after the owning state was seen READY.
+    unsafe fn read(&self) -> &[u8] {
+        unsafe { &(&*self.bytes.get())[..*self.len.get() as usize] }
+    }
+}
+
 #[repr(C)]
 struct ErrorCode {
     state: AtomicU32,
-    len: u32,
-    code: [u8; ERROR_CODE_BYTES],
+    code: Label<ERROR_CODE_BYTES>,
     count: AtomicU64,
 }
 
 #[repr(C)]
 struct Entry {
     state: AtomicU32,
-    len: u32,
-    name: [u8; NAME_BYTES],
+    name: Label<NAME_BYTES>,
     counters: [AtomicU64; COUNTERS],
     errors: [ErrorCode; ERROR_CODES],
     other_errors: AtomicU64,
@@ -196,13 +218,8 @@ fn entry_index(queue_name: &str) -> usize {
         let index = (start + probe) % capacity;
         let entry = entry(index);
         if entry.state.compare_exchange(FREE, WRITING, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
-            let bytes = queue_name.as_bytes();
-            let len = bytes.len().min(NAME_BYTES);
-            unsafe {
-                let entry = ENTRIES.add(index);
-                std::ptr::copy_nonoverlapping(bytes.as_ptr(), (&raw mut (*entry).name).cast::<u8>(), len);
-                (*entry).len = len as u32;
-            }
+            // SAFETY: this backend moved the state to WRITING.
+            unsafe { entry.name.write(queue_name.as_bytes()) };
             entry.state.store(READY, Ordering::SeqCst);
             found = index;
             break;
@@ -219,8 +236,10 @@ fn entry_index(queue_name: &str) -> usize {
     found
 }
 
+/// The name of an entry whose state is READY.
 fn entry_name(entry: &Entry) -> &[u8] {
-    &entry.name[..entry.len as usize]
+    // SAFETY: callers read the state as READY first.
+    unsafe { entry.name.read() }
 }
 
 enum Event {
@@ -308,20 +327,16 @@ fn error_code_slot<'a>(entry: &'a Entry, code: &str) -> Option<&'a ErrorCode> {
     let bytes = code.as_bytes();
     for slot in &entry.errors {
         if slot.state.compare_exchange(FREE, WRITING, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
-            let len = bytes.len().min(ERROR_CODE_BYTES);
-            // SAFETY: this backend alone writes a slot between claiming it and marking it ready.
-            unsafe {
-                let slot = (slot as *const ErrorCode).cast_mut();
-                std::ptr::copy_nonoverlapping(bytes.as_ptr(), (&raw mut (*slot).code).cast::<u8>(), len);
-                (*slot).len = len as u32;
-            }
+            // SAFETY: this backend moved the state to WRITING.
+            unsafe { slot.code.write(bytes) };
             slot.state.store(READY, Ordering::SeqCst);
             return Some(slot);
         }
         while slot.state.load(Ordering::SeqCst) == WRITING {
             std::hint::spin_loop();
         }
-        if &slot.code[..slot.len as usize] == bytes {
+        // SAFETY: the state is READY: a slot never goes back to FREE.
+        if unsafe { slot.code.read() } == bytes {
             return Some(slot);
         }
     }
@@ -462,7 +477,8 @@ pub fn snapshot() -> Vec<QueueSnapshot> {
                 .errors
                 .iter()
                 .filter(|e| e.state.load(Ordering::SeqCst) == READY)
-                .map(|e| (String::from_utf8_lossy(&e.code[..e.len as usize]).into_owned(), e.count.load(Ordering::Relaxed)))
+                // SAFETY: filtered on READY above.
+                .map(|e| (String::from_utf8_lossy(unsafe { e.code.read() }).into_owned(), e.count.load(Ordering::Relaxed)))
                 .collect();
             Some(QueueSnapshot {
                 queue_name: (!overflow).then(|| String::from_utf8_lossy(entry_name(entry)).into_owned()),
