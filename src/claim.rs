@@ -11,7 +11,7 @@ use pgrx::{PgList, PgSqlErrorCode};
 
 use crate::payload::Payload;
 use crate::spi_util::first_value;
-use crate::stats::{self, Counter};
+use crate::stats;
 use crate::{clock, guc, input, plans, reap, reaper, wake};
 
 const CLAIM: &str = include_str!("../sql/queries/claim.sql");
@@ -171,8 +171,7 @@ fn claim_now(
     jobs.sort_unstable_by_key(|(_, order)| *order);
     let now = pg_sys::TimestampTz::from(now);
     for (_, (_, _, available_at, _)) in &jobs {
-        stats::count(queue_name, Counter::Claims);
-        stats::waited(queue_name, now - available_at);
+        stats::claimed(queue_name, now - available_at);
     }
     Ok(jobs.into_iter().map(|(job, _)| job).collect())
 }

@@ -64,8 +64,7 @@ fn queue_and_claim_time(rows: spi::SpiTupleTable, first: usize) -> spi::Result<V
 }
 
 fn count_completion(queue_name: &str, claimed_at: TimestampWithTimeZone, now: TimestampWithTimeZone) {
-    stats::count(queue_name, Counter::Completions);
-    stats::ran(queue_name, micros(now) - micros(claimed_at));
+    stats::completed(queue_name, micros(now) - micros(claimed_at));
 }
 
 fn micros(at: TimestampWithTimeZone) -> i64 {

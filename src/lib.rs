@@ -12,6 +12,7 @@ mod guc;
 mod input;
 mod payload;
 mod plans;
+mod shmem;
 mod spi_util;
 mod stats;
 mod wake;
@@ -35,8 +36,8 @@ pub extern "C-unwind" fn _PG_init() {
     guc::init();
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         reaper::register_workers();
-        wake::init_shared_memory();
-        stats::init_shared_memory();
+        shmem::init();
+        wake::init_hooks();
     }
 }
 

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::guc;
+use crate::{guc, shmem};
 
 /// What is counted, one counter each.
 #[derive(Clone, Copy)]
@@ -135,54 +135,24 @@ struct Header {
 
 static mut HEADER: *mut Header = std::ptr::null_mut();
 static mut ENTRIES: *mut Entry = std::ptr::null_mut();
-static mut PREV_SHMEM_REQUEST: pg_sys::shmem_request_hook_type = None;
-static mut PREV_SHMEM_STARTUP: pg_sys::shmem_startup_hook_type = None;
 
-fn size(capacity: usize) -> usize {
+pub fn shared_size() -> usize {
+    let capacity = guc::STATS_MAX_QUEUES.get() as usize;
     std::mem::size_of::<Header>() + std::mem::size_of::<Entry>() * (capacity + 1)
 }
 
-/// Called from `_PG_init` while the library is preloaded.
-pub fn init_shared_memory() {
+/// Attaches the counters (see shmem.rs), zeroed on first use.
+pub unsafe fn attach() {
     unsafe {
-        PREV_SHMEM_REQUEST = pg_sys::shmem_request_hook;
-        pg_sys::shmem_request_hook = Some(request_shared_memory);
-        PREV_SHMEM_STARTUP = pg_sys::shmem_startup_hook;
-        pg_sys::shmem_startup_hook = Some(attach_shared_memory);
-    }
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn request_shared_memory() {
-    unsafe {
-        if let Some(prev) = PREV_SHMEM_REQUEST {
-            prev();
-        }
-        pg_sys::RequestAddinShmemSpace(size(guc::STATS_MAX_QUEUES.get() as usize));
-    }
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn attach_shared_memory() {
-    unsafe {
-        if let Some(prev) = PREV_SHMEM_STARTUP {
-            prev();
-        }
-        let capacity = guc::STATS_MAX_QUEUES.get() as usize;
-        let lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock; // AddinShmemInitLock
-        pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-        let mut found = false;
-        let base = pg_sys::ShmemInitStruct(c"pg_jobqueue stats".as_ptr(), size(capacity), &mut found);
-        if !found {
-            // All counters, states and histograms start at zero.
-            std::ptr::write_bytes(base.cast::<u8>(), 0, size(capacity));
+        let (base, new) = shmem::part(c"pg_jobqueue stats", shared_size());
+        if new {
+            std::ptr::write_bytes(base.cast::<u8>(), 0, shared_size());
             let header = base.cast::<Header>();
-            (*header).capacity = capacity as u32;
+            (*header).capacity = guc::STATS_MAX_QUEUES.get() as u32;
             (*header).reset_at.store(pg_sys::PgStartTime, Ordering::SeqCst);
         }
         HEADER = base.cast::<Header>();
         ENTRIES = base.cast::<u8>().add(std::mem::size_of::<Header>()).cast::<Entry>();
-        pg_sys::LWLockRelease(lock);
     }
 }
 
@@ -245,8 +215,8 @@ fn entry_name(entry: &Entry) -> &[u8] {
 enum Event {
     Count(Counter),
     Failure(String),
-    Wait(i64),
-    Run(i64),
+    Claimed(i64),
+    Completed(i64),
 }
 
 thread_local! {
@@ -279,14 +249,14 @@ pub fn failure(queue_name: &str, error_code: &str) {
     note(queue_name, Event::Failure(error_code.to_owned()));
 }
 
-/// A claimed job's waiting time: from `available_at` to its claim.
-pub fn waited(queue_name: &str, micros: i64) {
-    note(queue_name, Event::Wait(micros));
+/// A claim, and the job's waiting time: from `available_at` to its claim.
+pub fn claimed(queue_name: &str, waited_micros: i64) {
+    note(queue_name, Event::Claimed(waited_micros));
 }
 
-/// A completed job's running time: from its claim to its completion.
-pub fn ran(queue_name: &str, micros: i64) {
-    note(queue_name, Event::Run(micros));
+/// A completion, and the job's running time: from its claim to its completion.
+pub fn completed(queue_name: &str, ran_micros: i64) {
+    note(queue_name, Event::Completed(ran_micros));
 }
 
 #[pg_guard]
@@ -317,8 +287,14 @@ fn apply_event(entry: &Entry, event: Event, minute: u64) {
                 None => entry.other_errors.fetch_add(1, Ordering::Relaxed),
             };
         }
-        Event::Wait(micros) => record(&entry.wait, micros, minute),
-        Event::Run(micros) => record(&entry.run, micros, minute),
+        Event::Claimed(waited) => {
+            entry.counters[Counter::Claims as usize].fetch_add(1, Ordering::Relaxed);
+            record(&entry.wait, waited, minute);
+        }
+        Event::Completed(ran) => {
+            entry.counters[Counter::Completions as usize].fetch_add(1, Ordering::Relaxed);
+            record(&entry.run, ran, minute);
+        }
     }
 }
 

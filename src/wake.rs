@@ -26,7 +26,7 @@ use pgrx::prelude::*;
 use pgrx::spi::{self, SpiClient};
 use pgrx::IntoDatum;
 
-use crate::plans;
+use crate::{plans, shmem};
 use crate::spi_util::first_value;
 
 const NOTIFY_SETTING: &str = include_str!("../sql/queries/queue_notify.sql");
@@ -50,49 +50,27 @@ struct Slot {
 /// The slot array in shared memory; null unless the library was preloaded. Set in the postmaster
 /// before any backend is forked, read-only afterwards.
 static mut SHARED: *mut Slot = std::ptr::null_mut();
-static mut PREV_SHMEM_REQUEST: pg_sys::shmem_request_hook_type = None;
-static mut PREV_SHMEM_STARTUP: pg_sys::shmem_startup_hook_type = None;
 static mut PREV_PROCESS_UTILITY: pg_sys::ProcessUtility_hook_type = None;
 
-/// Called from `_PG_init` while the library is preloaded: asks for the slots' shared memory, and
-/// hooks utility statements to count listeners.
-pub fn init_shared_memory() {
+/// Called from `_PG_init` while the library is preloaded: hooks utility statements to count
+/// listeners.
+pub fn init_hooks() {
     unsafe {
-        PREV_SHMEM_REQUEST = pg_sys::shmem_request_hook;
-        pg_sys::shmem_request_hook = Some(request_shared_memory);
-        PREV_SHMEM_STARTUP = pg_sys::shmem_startup_hook;
-        pg_sys::shmem_startup_hook = Some(attach_shared_memory);
         PREV_PROCESS_UTILITY = pg_sys::ProcessUtility_hook;
         pg_sys::ProcessUtility_hook = Some(count_listeners);
     }
 }
 
-#[pg_guard]
-unsafe extern "C-unwind" fn request_shared_memory() {
-    unsafe {
-        if let Some(prev) = PREV_SHMEM_REQUEST {
-            prev();
-        }
-        pg_sys::RequestAddinShmemSpace(std::mem::size_of::<Slot>() * SLOTS);
-    }
+pub fn shared_size() -> usize {
+    std::mem::size_of::<Slot>() * SLOTS
 }
 
-#[pg_guard]
-unsafe extern "C-unwind" fn attach_shared_memory() {
+/// Attaches the slots (see shmem.rs), initialising them on first use.
+pub unsafe fn attach() {
     unsafe {
-        if let Some(prev) = PREV_SHMEM_STARTUP {
-            prev();
-        }
-        let lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock; // AddinShmemInitLock
-        pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-        let mut found = false;
-        let slots = pg_sys::ShmemInitStruct(
-            c"pg_jobqueue wake-ups".as_ptr(),
-            std::mem::size_of::<Slot>() * SLOTS,
-            &mut found,
-        )
-        .cast::<Slot>();
-        if !found {
+        let (base, new) = shmem::part(c"pg_jobqueue wake-ups", shared_size());
+        let slots = base.cast::<Slot>();
+        if new {
             for i in 0..SLOTS {
                 let slot = slots.add(i);
                 (&raw mut (*slot).generation).write(AtomicU64::new(0));
@@ -101,7 +79,6 @@ unsafe extern "C-unwind" fn attach_shared_memory() {
             }
         }
         SHARED = slots;
-        pg_sys::LWLockRelease(lock);
     }
 }
 

@@ -176,7 +176,8 @@ fn a_waiting_claim_is_woken_by_a_commit_holding_no_snapshot_while_it_sleeps() {
     let waiter = waiting_claim(&cluster, "w", "4 min");
     assert_eq!(sleeping_waiter(&mut producer), (true, true), "the sleeping claim holds back VACUUM");
 
-    // An enqueue that rolls back wakes no one: the claim is still asleep afterwards.
+    // An enqueue that rolls back leaves nothing to claim: the claim sleeps on. (Whether it was
+    // woken for nothing cannot be seen from here; the NOTIFY tests check rollbacks send nothing.)
     producer.batch_execute("BEGIN; SELECT jq_enqueue('w', '{}'); ROLLBACK").unwrap();
     sleeping_waiter(&mut producer);
     assert!(!waiter.is_finished());
