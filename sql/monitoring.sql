@@ -1,7 +1,73 @@
--- Monitoring: members of the built-in pg_monitor role may read the views and call jq_metrics()
--- (which reads only the views and shared memory). They gain nothing else: no function that changes
--- jobs works without the table rights they lack. Resetting the counters is for the owner and those
--- it grants it to.
-GRANT USAGE ON SCHEMA @extschema@ TO pg_monitor;
-GRANT SELECT ON jq_queue_stats, jq_queue_health TO pg_monitor;
-REVOKE EXECUTE ON FUNCTION jq_stats_reset() FROM PUBLIC;
+-- The figures views. Each shows a role only the queues it may see (jq_can_see: any right on the
+-- queue, membership in pg_monitor, or the owner's rights); security_barrier keeps a caller's own
+-- functions in WHERE from seeing rows before that filter.
+--
+-- One row per queue that has a settings row or any live, dead or cancelled job. Each part reads one
+-- partial index, so the cost grows with live and unresolved jobs, not with succeeded history. The
+-- clock is read once, and it is the clock the claim uses: "pending" means what jq_claim would take.
+CREATE VIEW jq_queue_stats WITH (security_barrier) AS
+WITH clock AS MATERIALIZED (
+    SELECT pg_catalog.clock_timestamp() AS now
+), pending AS (
+    SELECT j.queue_name,
+           pg_catalog.count(*) FILTER (WHERE j.available_at <= c.now) AS pending,
+           pg_catalog.count(*) FILTER (WHERE j.available_at > c.now) AS scheduled,
+           pg_catalog.min(j.available_at) FILTER (WHERE j.available_at <= c.now) AS oldest_claimable
+    FROM jq_jobs j, clock c WHERE j.status OPERATOR(pg_catalog.=) 'pending' GROUP BY j.queue_name
+), running AS (
+    SELECT j.queue_name,
+           pg_catalog.count(*) AS running,
+           pg_catalog.count(*) FILTER (WHERE j.lease_expires_at <= c.now + interval '10 seconds') AS expiring
+    FROM jq_jobs j, clock c WHERE j.status OPERATOR(pg_catalog.=) 'running' GROUP BY j.queue_name
+), unresolved AS (
+    SELECT j.queue_name,
+           pg_catalog.count(*) FILTER (WHERE j.status OPERATOR(pg_catalog.=) 'dead') AS dead,
+           pg_catalog.count(*) FILTER (WHERE j.status OPERATOR(pg_catalog.=) 'cancelled') AS cancelled,
+           pg_catalog.min(j.finished_at) FILTER (WHERE j.status OPERATOR(pg_catalog.=) 'dead') AS oldest_dead
+    FROM jq_jobs j WHERE j.status OPERATOR(pg_catalog.=) ANY (ARRAY['dead', 'cancelled']::jq_status[]) GROUP BY j.queue_name
+), queues AS (
+    SELECT q.queue_name FROM jq_queues q
+    UNION SELECT p.queue_name FROM pending p
+    UNION SELECT r.queue_name FROM running r
+    UNION SELECT u.queue_name FROM unresolved u
+)
+SELECT q.queue_name,
+       coalesce(p.pending, 0)   AS pending,
+       coalesce(p.scheduled, 0) AS scheduled,
+       coalesce(r.running, 0)   AS running,
+       coalesce(r.expiring, 0)  AS expiring_10s,
+       coalesce(u.dead, 0)      AS dead,
+       coalesce(u.cancelled, 0) AS cancelled,
+       c.now - p.oldest_claimable AS oldest_claimable_age,
+       c.now - u.oldest_dead      AS oldest_dead_age
+FROM queues q
+CROSS JOIN clock c
+LEFT JOIN pending p USING (queue_name)
+LEFT JOIN running r USING (queue_name)
+LEFT JOIN unresolved u USING (queue_name)
+WHERE jq_can_see(q.queue_name);
+
+-- What operators alert on, per queue: the oldest claimable job's age, running jobs whose lease ends
+-- within 10 s, the oldest dead job's age (dead and neither re-driven nor purged), each with its
+-- threshold from jq_queues (the defaults written there for a queue without a row) and a flag.
+CREATE VIEW jq_queue_health WITH (security_barrier) AS
+SELECT s.queue_name,
+       s.oldest_claimable_age,
+       s.expiring_10s AS expiring_leases,
+       s.oldest_dead_age,
+       t.warn_claimable_age,
+       t.warn_expiring_leases,
+       t.warn_dead_age,
+       coalesce(s.oldest_claimable_age > t.warn_claimable_age, false) AS claimable_age_warning,
+       coalesce(s.expiring_10s >= t.warn_expiring_leases, false)     AS expiring_leases_warning,
+       coalesce(s.oldest_dead_age > t.warn_dead_age, false)           AS dead_age_warning
+FROM jq_queue_stats s
+LEFT JOIN jq_queues q ON q.queue_name = s.queue_name
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN q.queue_name IS NULL THEN interval '5 minutes' ELSE q.warn_claimable_age END
+               AS warn_claimable_age,
+           CASE WHEN q.queue_name IS NULL THEN 10 ELSE q.warn_expiring_leases END
+               AS warn_expiring_leases,
+           CASE WHEN q.queue_name IS NULL THEN interval '1 hour' ELSE q.warn_dead_age END
+               AS warn_dead_age
+) t;

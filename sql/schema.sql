@@ -148,92 +148,24 @@ CREATE INDEX jq_job_events_job ON jq_job_events (job_id, id);
 
 -- Events are append-only: plain insert-driven vacuum is enough.
 
+-- Rights per queue (README, "Security"): a role holds `privilege` on every queue named `queue`, or,
+-- when `queue` ends in '*', on every queue whose name starts with what comes before it ('*' alone:
+-- every queue). Written by jq_grant and jq_revoke; a statement trigger (sql/rights.sql) tells every
+-- session to forget its cached answers when it changes.
+CREATE TABLE jq_grants (
+    role      regrole NOT NULL,
+    queue     text NOT NULL
+              CONSTRAINT jq_grants_queue_valid
+              CHECK (queue ~ '^([A-Za-z0-9_.:-]{1,60}|[A-Za-z0-9_.:-]{0,59}[*])$'),
+    privilege text NOT NULL
+              CONSTRAINT jq_grants_privilege_known
+              CHECK (privilege IN ('enqueue', 'consume', 'manage', 'monitor')),
+    PRIMARY KEY (role, queue, privilege)
+);
+
 SELECT pg_catalog.pg_extension_config_dump('jq_queues', '');
+SELECT pg_catalog.pg_extension_config_dump('jq_grants', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_jobs', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_jobs_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_job_events', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_job_events_id_seq', '');
-
--- Retry delay after `attempt` failed attempts: exponential from the queue's backoff_base, capped at
--- backoff_cap, with "equal jitter" (a uniform draw from the upper half), so that a burst of failures
--- spreads out yet a retry never comes sooner than half the nominal delay.
-CREATE FUNCTION jq_backoff(queue_name text, attempt int) RETURNS interval
-LANGUAGE sql VOLATILE PARALLEL SAFE
-SET search_path = @extschema@, pg_catalog, pg_temp
-AS $$
-    SELECT least(s.cap, s.base * power(2, least(greatest(attempt, 1) - 1, 40)))
-           * (0.5 + random() * 0.5)
-    FROM (SELECT coalesce(q.backoff_base, interval '1 second') AS base,
-                 coalesce(q.backoff_cap, interval '1 hour') AS cap
-          FROM (VALUES (1)) AS one
-          LEFT JOIN jq_queues q ON q.queue_name = jq_backoff.queue_name) AS s
-$$;
-
--- One row per queue that has a settings row or any live, dead or cancelled job. Each part reads one
--- partial index, so the cost grows with live and unresolved jobs, not with succeeded history. The
--- clock is read once, and it is the clock the claim uses: "pending" means what jq_claim would take.
-CREATE VIEW jq_queue_stats AS
-WITH clock AS MATERIALIZED (
-    SELECT clock_timestamp() AS now
-), pending AS (
-    SELECT j.queue_name,
-           count(*) FILTER (WHERE j.available_at <= c.now) AS pending,
-           count(*) FILTER (WHERE j.available_at > c.now) AS scheduled,
-           min(j.available_at) FILTER (WHERE j.available_at <= c.now) AS oldest_claimable
-    FROM jq_jobs j, clock c WHERE j.status = 'pending' GROUP BY j.queue_name
-), running AS (
-    SELECT j.queue_name,
-           count(*) AS running,
-           count(*) FILTER (WHERE j.lease_expires_at <= c.now + interval '10 seconds') AS expiring
-    FROM jq_jobs j, clock c WHERE j.status = 'running' GROUP BY j.queue_name
-), unresolved AS (
-    SELECT j.queue_name,
-           count(*) FILTER (WHERE j.status = 'dead') AS dead,
-           count(*) FILTER (WHERE j.status = 'cancelled') AS cancelled,
-           min(j.finished_at) FILTER (WHERE j.status = 'dead') AS oldest_dead
-    FROM jq_jobs j WHERE j.status IN ('dead', 'cancelled') GROUP BY j.queue_name
-), queues AS (
-    SELECT q.queue_name FROM jq_queues q
-    UNION SELECT p.queue_name FROM pending p
-    UNION SELECT r.queue_name FROM running r
-    UNION SELECT u.queue_name FROM unresolved u
-)
-SELECT q.queue_name,
-       coalesce(p.pending, 0)   AS pending,
-       coalesce(p.scheduled, 0) AS scheduled,
-       coalesce(r.running, 0)   AS running,
-       coalesce(r.expiring, 0)  AS expiring_10s,
-       coalesce(u.dead, 0)      AS dead,
-       coalesce(u.cancelled, 0) AS cancelled,
-       c.now - p.oldest_claimable AS oldest_claimable_age,
-       c.now - u.oldest_dead      AS oldest_dead_age
-FROM queues q
-CROSS JOIN clock c
-LEFT JOIN pending p USING (queue_name)
-LEFT JOIN running r USING (queue_name)
-LEFT JOIN unresolved u USING (queue_name);
-
--- What operators alert on, per queue: the oldest claimable job's age, running jobs whose lease ends
--- within 10 s, the oldest dead job's age (dead and neither re-driven nor purged), each with its
--- threshold from jq_queues (the defaults written there for a queue without a row) and a flag.
-CREATE VIEW jq_queue_health AS
-SELECT s.queue_name,
-       s.oldest_claimable_age,
-       s.expiring_10s AS expiring_leases,
-       s.oldest_dead_age,
-       t.warn_claimable_age,
-       t.warn_expiring_leases,
-       t.warn_dead_age,
-       coalesce(s.oldest_claimable_age > t.warn_claimable_age, false) AS claimable_age_warning,
-       coalesce(s.expiring_10s >= t.warn_expiring_leases, false)     AS expiring_leases_warning,
-       coalesce(s.oldest_dead_age > t.warn_dead_age, false)           AS dead_age_warning
-FROM jq_queue_stats s
-LEFT JOIN jq_queues q ON q.queue_name = s.queue_name
-CROSS JOIN LATERAL (
-    SELECT CASE WHEN q.queue_name IS NULL THEN interval '5 minutes' ELSE q.warn_claimable_age END
-               AS warn_claimable_age,
-           CASE WHEN q.queue_name IS NULL THEN 10 ELSE q.warn_expiring_leases END
-               AS warn_expiring_leases,
-           CASE WHEN q.queue_name IS NULL THEN interval '1 hour' ELSE q.warn_dead_age END
-               AS warn_dead_age
-) t;

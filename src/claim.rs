@@ -12,6 +12,7 @@ use pgrx::{PgList, PgSqlErrorCode};
 use crate::payload::Payload;
 use crate::spi_util::first_value;
 use crate::stats;
+use crate::rights::{self, Privilege};
 use crate::{clock, guc, input, plans, reap, reaper, wake};
 
 const CLAIM: &str = include_str!("../sql/queries/claim.sql");
@@ -37,7 +38,7 @@ type ClaimedJob = (i64, String, Payload, i32, i32, i32, i64, TimestampWithTimeZo
 // pgrx reads the result columns from the signature, so the type is spelled out here.
 #[allow(clippy::type_complexity)]
 #[pg_extern(name = "jq_claim", volatile, parallel_unsafe)]
-#[search_path(@extschema@, pg_catalog, pg_temp)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_claim_wait(
     queue_name: Option<&str>,
     worker: Option<&str>,
@@ -59,14 +60,29 @@ fn jq_claim_wait(
         ),
     >,
 > {
+    let now = clock::now();
     let queue_name = input::queue_name(queue_name);
     let worker = input::worker(worker);
-    let lease = input::lease_length("lease", lease);
+    let lease = input::lease_length("lease", lease, now);
     let batch_size = input::batch_size(batch_size);
-    let Some(wait) = input::wait(wait) else {
-        return claim_now(queue_name, worker, lease, batch_size, false).map(into_result);
+    let wait = input::wait(wait, now);
+    rights::require(queue_name, Privilege::Consume);
+    let Some(wait) = wait else {
+        return rights::as_owner(|| claim_now(queue_name, worker, lease, batch_size, false)).map(into_result);
     };
     refuse_wait_outside_read_committed();
+    rights::as_owner(|| claim_waiting(queue_name, worker, lease, batch_size, wait))
+}
+
+/// The loop of a waiting claim: look, and sleep until a wake-up, the next due job, a recheck or the
+/// end of the wait.
+fn claim_waiting(
+    queue_name: &str,
+    worker: &str,
+    lease: Option<Interval>,
+    batch_size: i32,
+    wait: Duration,
+) -> spi::Result<ClaimResult> {
     let deadline = Instant::now() + wait;
     let had_xid = holds_transaction_id();
     loop {
@@ -203,18 +219,45 @@ fn next_due(queue_name: &str) -> spi::Result<Option<Duration>> {
 /// reads nothing with that snapshot: each look takes a fresh one (READ COMMITTED), which sets xmin
 /// again. So the xmin is cleared for the sleep, as PostgreSQL clears it between transactions.
 ///
-/// That is safe only if nothing reads with an older snapshot after the sleep. So it is done only
-/// for a statement of its own, outside a transaction block (where a cursor could be open), that
-/// reads no table itself: `SELECT * FROM jq_claim(...)` reads only the function's result. Anything
-/// else keeps its horizon while it sleeps, which is correct but holds back VACUUM; the README says
-/// so. (A PL/pgSQL loop over a query that calls a waiting claim inside is the case this cannot see.)
+/// That is safe only if nothing reads with an older snapshot after the sleep: no snapshot but the
+/// statement's own may exist. So it is done only when the claim is called by the top-level
+/// statement itself (not from PL/pgSQL, a procedure, a DO block or an SQL function, whose outer
+/// queries hold snapshots of their own), that statement reads no table (`SELECT * FROM
+/// jq_claim(...)` reads only the function's result), it runs outside a transaction block, and no
+/// other portal (a cursor, or a suspended portal of the extended protocol) is open. Anything else
+/// keeps its horizon while it sleeps, which is correct but holds back VACUUM; the README says so.
 fn release_snapshot_horizon() {
     unsafe {
-        if pg_sys::IsTransactionBlock() || !statement_reads_no_table() {
+        if pg_sys::IsTransactionBlock()
+            || !pg_sys::ThereAreNoReadyPortals()
+            || !called_by_the_top_level_statement()
+            || !statement_reads_no_table()
+        {
             return;
         }
         pg_sys::InvalidateCatalogSnapshot();
         (*pg_sys::MyProc).xmin = pg_sys::InvalidTransactionId;
+    }
+}
+
+/// Whether this call runs in the executor of the top-level statement: the nearest executor memory
+/// context above the current one is that statement's. A call from PL/pgSQL runs in an executor of
+/// its SPI query, and one from an SQL function in that function's executor.
+unsafe fn called_by_the_top_level_statement() -> bool {
+    unsafe {
+        let portal = pg_sys::ActivePortal;
+        if portal.is_null() || (*portal).queryDesc.is_null() || (*(*portal).queryDesc).estate.is_null() {
+            return false;
+        }
+        let top = (*(*(*portal).queryDesc).estate).es_query_cxt;
+        let mut context = pg_sys::CurrentMemoryContext;
+        while !context.is_null() {
+            if std::ffi::CStr::from_ptr((*context).name) == c"ExecutorState" {
+                return context == top;
+            }
+            context = (*context).parent;
+        }
+        false
     }
 }
 

@@ -6,6 +6,7 @@ use pgrx::spi;
 
 use crate::payload::Payload;
 use crate::spi_util::first_value;
+use crate::rights::{self, Privilege};
 use crate::{clock, input, plans, wake};
 
 const INSERT: &str = include_str!("../sql/queries/enqueue.sql");
@@ -16,7 +17,7 @@ const INSERT_BATCH: &str = include_str!("../sql/queries/enqueue_batch.sql");
 /// Enqueues one job and returns its id. With a dedup key held by a live (pending or running) job of
 /// the queue, returns that job's id and inserts nothing.
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(@extschema@, pg_catalog, pg_temp)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_enqueue(
     queue_name: Option<&str>,
     payload: Option<Payload>,
@@ -31,10 +32,13 @@ fn jq_enqueue(
     let priority = input::priority(priority);
     let run_at = input::run_at(run_at);
     let max_attempts = input::max_attempts(max_attempts);
+    let dedup_key = input::key("dedup_key", dedup_key);
+    let ordering_key = input::key("ordering_key", ordering_key);
+    rights::require(queue_name, Privilege::Enqueue);
     let now = clock::now();
 
     let insert = if dedup_key.is_some() { INSERT_UNLESS_KEY_HELD } else { INSERT };
-    Spi::connect_mut(|client| loop {
+    rights::as_owner(|| Spi::connect_mut(|client| loop {
         let inserted = plans::run(
             client,
             insert,
@@ -61,12 +65,12 @@ fn jq_enqueue(
         if let Some(id) = first_value::<i64>(holder)? {
             return Ok(id);
         }
-    })
+    }))
 }
 
 /// Enqueues many jobs in one statement; returns their ids in input order.
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(@extschema@, pg_catalog, pg_temp)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_enqueue_batch(
     queue_name: Option<&str>,
     payloads: Option<Vec<Option<Payload>>>,
@@ -75,18 +79,14 @@ fn jq_enqueue_batch(
     max_attempts: default!(Option<i32>, "NULL"),
 ) -> spi::Result<SetOfIterator<'static, i64>> {
     let queue_name = input::queue_name(queue_name);
-    let payloads = payloads.unwrap_or_else(|| crate::error::null_argument("payloads"));
-    let payloads: Vec<Payload> = payloads
-        .into_iter()
-        .enumerate()
-        .map(|(i, p)| input::payload(&format!("payloads[{}]", i + 1), p))
-        .collect();
+    let payloads = input::payloads(payloads);
     let priority = input::priority(priority);
     let run_at = input::run_at(run_at);
     let max_attempts = input::max_attempts(max_attempts);
+    rights::require(queue_name, Privilege::Enqueue);
     let now = clock::now();
 
-    let ids = Spi::connect_mut(|client| {
+    let ids = rights::as_owner(|| Spi::connect_mut(|client| {
         let rows = plans::run(
             client,
             INSERT_BATCH,
@@ -99,6 +99,6 @@ fn jq_enqueue_batch(
             wake::after_enqueue(client, queue_name)?;
         }
         Ok::<_, spi::Error>(ids)
-    })?;
+    }))?;
     Ok(SetOfIterator::new(ids))
 }

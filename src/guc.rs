@@ -13,6 +13,7 @@ pub static MAX_LEASE_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(24 * 60 *
 pub static MAX_WAIT_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(5 * 60);
 pub static WAIT_RECHECK_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 pub static MAX_BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1000);
+pub static MAX_RETRY_DELAY_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(365 * 24 * 60 * 60);
 pub static INLINE_REAP_MAX: GucSetting<i32> = GucSetting::<i32>::new(10);
 pub static INLINE_REAP_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 
@@ -24,6 +25,7 @@ pub static REAPER_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 pub static REAPER_MAX_JOBS: GucSetting<i32> = GucSetting::<i32>::new(10000);
 pub static PRUNE_INTERVAL_S: GucSetting<i32> = GucSetting::<i32>::new(60);
 pub static REAPER_DATABASES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"postgres"));
+pub static REAPER_ROLE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
 pub fn init() {
     GucRegistry::define_int_guc(
@@ -68,13 +70,23 @@ pub fn init() {
     );
     GucRegistry::define_int_guc(
         c"pg_jobqueue.max_batch_size",
-        c"Largest batch_size jq_claim accepts.",
-        c"",
+        c"Largest batch jq_claim, jq_enqueue_batch and jq_complete_batch accept.",
+        c"Larger batches are refused: one statement should stay short.",
         &MAX_BATCH_SIZE,
         1,
         i32::MAX,
         GucContext::Suset,
         GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"pg_jobqueue.max_retry_delay",
+        c"Longest retry_in jq_fail accepts.",
+        c"A longer delay is refused. Backoff is bounded by each queue's backoff_cap instead.",
+        &MAX_RETRY_DELAY_SECONDS,
+        0,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_S,
     );
     GucRegistry::define_int_guc(
         c"pg_jobqueue.inline_reap_max",
@@ -152,6 +164,14 @@ pub fn init() {
             GucContext::Postmaster,
             GucFlags::default(),
         );
+        GucRegistry::define_string_guc(
+            c"pg_jobqueue.reaper_role",
+            c"Role the background reaper connects as; empty: the bootstrap superuser connects and every pass runs as the extension's owner in that database.",
+            c"A role set here needs LOGIN and EXECUTE on jq_reap and jq_prune; the reaper logs once and retries slowly while it lacks them.",
+            &REAPER_ROLE,
+            GucContext::Postmaster,
+            GucFlags::default(),
+        );
         GucRegistry::define_int_guc(
             c"pg_jobqueue.stats_max_queues",
             c"Queues with counters of their own in shared memory; any further queue is counted under queue \"*\".",
@@ -164,6 +184,11 @@ pub fn init() {
         );
     }
     unsafe { pg_sys::MarkGUCPrefixReserved(c"pg_jobqueue".as_ptr()) };
+}
+
+/// The role named in `pg_jobqueue.reaper_role`, if any.
+pub fn reaper_role() -> Option<String> {
+    REAPER_ROLE.get().map(|s| s.to_string_lossy().trim().to_owned()).filter(|role| !role.is_empty())
 }
 
 /// The databases named in `pg_jobqueue.reaper_databases`.

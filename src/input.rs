@@ -2,6 +2,7 @@
 //! refused writes nothing. NULL raises 22004, a bad value 22023; the message names the argument.
 
 use pgrx::datum::Interval;
+use pgrx::IntoDatum;
 use pgrx::prelude::*;
 
 use crate::error::{invalid_argument, null_argument};
@@ -11,6 +12,9 @@ use crate::payload::Payload;
 const MAX_QUEUE_NAME_CHARS: usize = 60;
 const MAX_WORKER_CHARS: usize = 200;
 const MAX_ERROR_CODE_CHARS: usize = 64;
+/// Dedup and ordering keys are index keys: 256 characters of at most 4 bytes stay well within a
+/// btree entry's limit (2,704 bytes), where a longer key would fail with 54000 at insert.
+const MAX_KEY_CHARS: usize = 256;
 /// An error message is history, not a request to refuse: a longer one is cut, never the failure lost.
 pub const MAX_ERROR_MESSAGE_CHARS: usize = 2000;
 const MICROS_PER_SECOND: i128 = 1_000_000;
@@ -36,26 +40,24 @@ pub fn lease_token(value: Option<i64>) -> i64 {
 }
 
 /// A lease length (`lease`) or extension (`extend`): NULL stays NULL (the default applies);
-/// otherwise positive and within `pg_jobqueue.max_lease`.
-pub fn lease_length(argument: &str, value: Option<Interval>) -> Option<Interval> {
+/// otherwise what it adds to `now` is positive and within `pg_jobqueue.max_lease`.
+pub fn lease_length(argument: &str, value: Option<Interval>, now: TimestampWithTimeZone) -> Option<Interval> {
     let length = value?;
-    if length.as_micros() <= 0 {
+    let added = added_micros(argument, length, now);
+    if added <= 0 {
         invalid_argument(argument, "must be greater than zero");
     }
     let max_seconds = guc::MAX_LEASE_SECONDS.get();
-    if length.as_micros() > i128::from(max_seconds) * MICROS_PER_SECOND {
-        invalid_argument(
-            argument,
-            format_args!("must not exceed pg_jobqueue.max_lease ({max_seconds} s)"),
-        );
+    if added > i128::from(max_seconds) * MICROS_PER_SECOND {
+        invalid_argument(argument, format_args!("must not exceed pg_jobqueue.max_lease ({max_seconds} s)"));
     }
     Some(length)
 }
 
 /// A claim's `wait`: NULL or zero means none. A negative wait, or one over `pg_jobqueue.max_wait`,
 /// is refused.
-pub fn wait(value: Option<Interval>) -> Option<std::time::Duration> {
-    let micros = value?.as_micros();
+pub fn wait(value: Option<Interval>, now: TimestampWithTimeZone) -> Option<std::time::Duration> {
+    let micros = added_micros("wait", value?, now);
     if micros < 0 {
         invalid_argument("wait", "must not be negative");
     }
@@ -64,6 +66,30 @@ pub fn wait(value: Option<Interval>) -> Option<std::time::Duration> {
         invalid_argument("wait", format_args!("must not exceed pg_jobqueue.max_wait ({max_seconds} s)"));
     }
     (micros > 0).then(|| std::time::Duration::from_micros(micros as u64))
+}
+
+/// An interval as interval comparison measures it: a month is 30 days, a day 24 hours.
+pub fn nominal_micros(value: Interval) -> i128 {
+    value.as_micros()
+}
+
+/// What adding `value` to `now` actually adds, in microseconds: months and days have the length of
+/// the calendar and time zone at `now`, so `interval '1 mon -30 days 23:59:59'`, which compares as
+/// less than a day, can add two. An interval whose parts are each beyond a century (so that the
+/// addition itself could leave the timestamp range) is refused before it is added.
+fn added_micros(argument: &str, value: Interval, now: TimestampWithTimeZone) -> i128 {
+    const CENTURY_DAYS: i64 = 36_525;
+    let months_ok = i64::from(value.months()).abs() <= 1200;
+    let days_ok = i64::from(value.days()).abs() <= CENTURY_DAYS;
+    let micros_ok = value.micros().unsigned_abs() <= (CENTURY_DAYS * 86_400 * 1_000_000) as u64;
+    if !(months_ok && days_ok && micros_ok) {
+        invalid_argument(argument, "is out of range: no part of it may exceed 100 years");
+    }
+    let end: TimestampWithTimeZone = unsafe {
+        pgrx::direct_function_call(pg_sys::timestamptz_pl_interval, &[now.into_datum(), value.into_datum()])
+            .expect("timestamptz + interval is not NULL")
+    };
+    i128::from(pg_sys::TimestampTz::from(end)) - i128::from(pg_sys::TimestampTz::from(now))
 }
 
 pub fn batch_size(value: Option<i32>) -> i32 {
@@ -155,13 +181,34 @@ pub fn retryable(value: Option<bool>) -> bool {
     value.unwrap_or_else(|| null_argument("retryable"))
 }
 
-pub fn retry_in(value: Option<Interval>) -> Option<Interval> {
-    if let Some(delay) = value {
-        if delay.as_micros() < 0 {
-            invalid_argument("retry_in", "must not be negative");
-        }
+/// A failure's `retry_in`: NULL means backoff; otherwise what it adds to `now` is not negative and
+/// within `pg_jobqueue.max_retry_delay`.
+pub fn retry_in(value: Option<Interval>, now: TimestampWithTimeZone) -> Option<Interval> {
+    let delay = value?;
+    let added = added_micros("retry_in", delay, now);
+    if added < 0 {
+        invalid_argument("retry_in", "must not be negative");
     }
-    value
+    let max_seconds = guc::MAX_RETRY_DELAY_SECONDS.get();
+    if added > i128::from(max_seconds) * MICROS_PER_SECOND {
+        invalid_argument("retry_in", format_args!("must not exceed pg_jobqueue.max_retry_delay ({max_seconds} s)"));
+    }
+    Some(delay)
+}
+
+/// A dedup or ordering key: NULL (none), or a non-empty text short enough for its index.
+pub fn key<'a>(argument: &str, value: Option<&'a str>) -> Option<&'a str> {
+    value.map(|key| required_text(argument, Some(key), MAX_KEY_CHARS))
+}
+
+/// A batch enqueue's payloads: present, within `pg_jobqueue.max_batch_size`, none NULL or too large.
+pub fn payloads(value: Option<Vec<Option<Payload>>>) -> Vec<Payload> {
+    let payloads = value.unwrap_or_else(|| null_argument("payloads"));
+    let max = guc::MAX_BATCH_SIZE.get();
+    if payloads.len() > max as usize {
+        invalid_argument("payloads", format_args!("must not have more than pg_jobqueue.max_batch_size ({max}) elements"));
+    }
+    payloads.into_iter().enumerate().map(|(i, p)| payload(&format!("payloads[{}]", i + 1), p)).collect()
 }
 
 pub fn max_jobs(value: Option<i32>) -> i32 {

@@ -1,11 +1,16 @@
 //! The lease holder's verbs: jq_heartbeat, jq_complete, jq_fail. Each acts only while the job runs
 //! under this worker's unexpired lease with this token; otherwise it changes nothing and returns false.
+//!
+//! The caller needs `consume` on the job's queue. The queue is known only from the row, so each
+//! verb makes its guarded change first and checks the right on the queue it returns: without the
+//! right the call raises 42501, which undoes the change. That costs the hot path no extra statement.
 
 use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::prelude::*;
 use pgrx::spi;
 
 use crate::stats::{self, Counter};
+use crate::rights::{self, Privilege};
 use crate::{clock, input, plans};
 
 const HEARTBEAT: &str = include_str!("../sql/queries/heartbeat.sql");
@@ -17,44 +22,50 @@ const JOB_QUEUE: &str = include_str!("../sql/queries/job_queue.sql");
 /// Extends the lease to now + `extend` (default: the length it was claimed with), never past the
 /// queue's maximum runtime counted from this attempt's claim.
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(@extschema@, pg_catalog, pg_temp)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_heartbeat(
     job_id: Option<i64>,
     worker: Option<&str>,
     lease_token: Option<i64>,
     extend: default!(Option<Interval>, "NULL"),
 ) -> spi::Result<bool> {
+    let now = clock::now();
     let job_id = input::job_id(job_id);
     let worker = input::worker(worker);
     let lease_token = input::lease_token(lease_token);
-    let extend = input::lease_length("extend", extend);
-    let now = clock::now();
-    let extended = Spi::connect_mut(|client| {
-        let args = [job_id.into(), worker.into(), lease_token.into(), extend.into(), now.into()];
-        let extended = !plans::run(client, HEARTBEAT, &args)?.is_empty();
-        if !extended {
-            count_refused(client, vec![job_id], Counter::StaleHeartbeats)?;
-        }
-        Ok::<_, spi::Error>(extended)
-    })?;
-    Ok(extended)
+    let extend = input::lease_length("extend", extend, now);
+    rights::as_owner(|| {
+        Spi::connect_mut(|client| {
+            let args = [job_id.into(), worker.into(), lease_token.into(), extend.into(), now.into()];
+            let rows = plans::run(client, HEARTBEAT, &args)?;
+            let Some(row) = rows.into_iter().next() else {
+                count_refused(client, vec![job_id], Counter::StaleHeartbeats)?;
+                return Ok(false);
+            };
+            rights::require(&required::<String>(row.get(1)?), Privilege::Consume);
+            Ok(true)
+        })
+    })
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(@extschema@, pg_catalog, pg_temp)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_complete(job_id: Option<i64>, worker: Option<&str>, lease_token: Option<i64>) -> spi::Result<bool> {
     let job_id = input::job_id(job_id);
     let worker = input::worker(worker);
     let lease_token = input::lease_token(lease_token);
     let now = clock::now();
-    Spi::connect_mut(|client| {
-        let rows = plans::run(client, COMPLETE, &[job_id.into(), worker.into(), lease_token.into(), now.into()])?;
-        let Some((queue_name, claimed_at)) = queue_and_claim_time(rows, 1)?.pop() else {
-            count_refused(client, vec![job_id], Counter::StaleCompletions)?;
-            return Ok(false);
-        };
-        count_completion(&queue_name, claimed_at, now);
-        Ok(true)
+    rights::as_owner(|| {
+        Spi::connect_mut(|client| {
+            let rows = plans::run(client, COMPLETE, &[job_id.into(), worker.into(), lease_token.into(), now.into()])?;
+            let Some((queue_name, claimed_at)) = queue_and_claim_time(rows, 1)?.pop() else {
+                count_refused(client, vec![job_id], Counter::StaleCompletions)?;
+                return Ok(false);
+            };
+            rights::require(&queue_name, Privilege::Consume);
+            count_completion(&queue_name, claimed_at, now);
+            Ok(true)
+        })
     })
 }
 
@@ -92,7 +103,7 @@ fn required<T>(value: Option<T>) -> T {
 /// jq_complete for a batch, in one statement: `lease_tokens[i]` is the token of `job_ids[i]`. Each job
 /// is completed under jq_complete's guard; returns the ids it completed, in no particular order.
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(@extschema@, pg_catalog, pg_temp)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_complete_batch(
     job_ids: Option<Vec<Option<i64>>>,
     worker: Option<&str>,
@@ -102,11 +113,13 @@ fn jq_complete_batch(
     let worker = input::worker(worker);
     let now = clock::now();
     let args = [job_ids.clone().into(), worker.into(), lease_tokens.into(), now.into(), "running".into()];
-    let completed = Spi::connect_mut(|client| {
+    let completed = rights::as_owner(|| Spi::connect_mut(|client| {
         let mut completed = Vec::new();
         for row in plans::run(client, COMPLETE_BATCH, &args)? {
             let id: i64 = required(row.get(1)?);
-            count_completion(&required::<String>(row.get(2)?), required(row.get(3)?), now);
+            let queue_name: String = required(row.get(2)?);
+            rights::require(&queue_name, Privilege::Consume);
+            count_completion(&queue_name, required(row.get(3)?), now);
             completed.push(id);
         }
         if completed.len() < job_ids.len() {
@@ -114,14 +127,14 @@ fn jq_complete_batch(
             count_refused(client, refused, Counter::StaleCompletions)?;
         }
         Ok::<_, spi::Error>(completed)
-    })?;
+    }))?;
     Ok(TableIterator::new(completed.into_iter().map(|id| (id,))))
 }
 
 /// Records a failed attempt. Not retryable, or no attempts left: the job is dead. Otherwise it is
 /// pending again after `retry_in`, or after the queue's exponential backoff with jitter.
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(@extschema@, pg_catalog, pg_temp)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
 #[allow(clippy::too_many_arguments)]
 fn jq_fail(
     job_id: Option<i64>,
@@ -132,15 +145,15 @@ fn jq_fail(
     retryable: default!(Option<bool>, true),
     retry_in: default!(Option<Interval>, "NULL"),
 ) -> spi::Result<bool> {
+    let now = clock::now();
     let job_id = input::job_id(job_id);
     let worker = input::worker(worker);
     let lease_token = input::lease_token(lease_token);
     let error_code = input::error_code(error_code);
     let error_message = input::error_message(error_message);
     let retryable = input::retryable(retryable);
-    let retry_in = input::retry_in(retry_in);
-    let now = clock::now();
-    Spi::connect_mut(|client| {
+    let retry_in = input::retry_in(retry_in, now);
+    rights::as_owner(|| Spi::connect_mut(|client| {
         let args = [
             job_id.into(),
             worker.into(),
@@ -157,8 +170,9 @@ fn jq_fail(
             return Ok(false);
         };
         let queue_name: String = required(row.get(2)?);
+        rights::require(&queue_name, Privilege::Consume);
         stats::failure(&queue_name, error_code);
         stats::count(&queue_name, if required(row.get(3)?) { Counter::Deaths } else { Counter::Retries });
         Ok(true)
-    })
+    }))
 }

@@ -6,12 +6,14 @@
 
 use pgrx::prelude::*;
 
+mod backoff;
 mod clock;
 mod error;
 mod guc;
 mod input;
 mod payload;
 mod plans;
+mod rights;
 mod shmem;
 mod spi_util;
 mod stats;
@@ -25,11 +27,12 @@ mod metrics;
 mod reap;
 mod reaper;
 mod retention;
+mod settings;
 
 ::pgrx::pg_module_magic!(name, version);
 
 extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
-extension_sql_file!("../sql/monitoring.sql", name = "monitoring", finalize);
+extension_sql_file!("../sql/rights.sql", name = "rights", finalize);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {

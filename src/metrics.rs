@@ -11,15 +11,12 @@ use crate::stats::{self, LatencySnapshot, QueueSnapshot, BUCKETS, COUNTERS, COUN
 
 const GAUGES: &str = include_str!("../sql/queries/metrics_gauges.sql");
 
-/// The label value of the entry that counts every queue beyond `pg_jobqueue.stats_max_queues`
-/// (not a valid queue name, so it cannot be mistaken for one).
-const OTHER_QUEUES: &str = "*";
 
 /// Counters and recent latency percentiles per queue, since the last reset (or server start). No
 /// rows without shared_preload_libraries.
 #[allow(clippy::type_complexity)]
 #[pg_extern(volatile, parallel_safe)]
-#[search_path(@extschema@, pg_catalog, pg_temp)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_queue_counters() -> TableIterator<
     'static,
     (
@@ -42,8 +39,8 @@ fn jq_queue_counters() -> TableIterator<
         name!(counted_since, Option<TimestampWithTimeZone>),
     ),
 > {
-    let since = stats::reset_at().and_then(|at| TimestampWithTimeZone::try_from(at).ok());
-    TableIterator::new(stats::snapshot().into_iter().map(move |q| {
+    TableIterator::new(visible_queues().into_iter().map(move |q| {
+        let since = TimestampWithTimeZone::try_from(q.counted_since).ok();
         let c = q.counters.map(|n| n as i64);
         (
             queue_label(&q).to_owned(),
@@ -70,10 +67,10 @@ fn jq_queue_counters() -> TableIterator<
 /// Failures per queue and error code; `error_code` NULL counts the codes beyond the first 16 a
 /// queue reported.
 #[pg_extern(volatile, parallel_safe)]
-#[search_path(@extschema@, pg_catalog, pg_temp)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_failure_counts(
 ) -> TableIterator<'static, (name!(queue_name, String), name!(error_code, Option<String>), name!(failures, i64))> {
-    let rows: Vec<_> = stats::snapshot()
+    let rows: Vec<_> = visible_queues()
         .into_iter()
         .flat_map(|q| {
             let queue = queue_label(&q).to_owned();
@@ -90,7 +87,7 @@ fn jq_failure_counts(
 
 /// Zeroes the counters and histograms of every queue.
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(@extschema@, pg_catalog, pg_temp)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_stats_reset() {
     stats::reset();
 }
@@ -100,7 +97,7 @@ fn jq_stats_reset() {
 /// this reads only what a pg_monitor member may read); counters and histograms from shared memory.
 // Restricted: it runs SPI queries, which belong in the leader.
 #[pg_extern(volatile, parallel_restricted)]
-#[search_path(@extschema@, pg_catalog, pg_temp)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_metrics() -> spi::Result<String> {
     let mut out = String::new();
     counter_families(&mut out);
@@ -109,7 +106,12 @@ fn jq_metrics() -> spi::Result<String> {
 }
 
 fn queue_label(q: &QueueSnapshot) -> &str {
-    q.queue_name.as_deref().unwrap_or(OTHER_QUEUES)
+    &q.queue_name
+}
+
+/// This database's queues whose figures the caller may read.
+fn visible_queues() -> Vec<QueueSnapshot> {
+    stats::snapshot(crate::rights::may_see)
 }
 
 const COUNTER_HELP: [&str; COUNTERS] = [
@@ -129,12 +131,14 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) {
 }
 
 fn counter_families(out: &mut String) {
-    let queues = stats::snapshot();
+    let queues = visible_queues();
     header(out, "jq_stats_available", "gauge", "1 if counters are kept (the library is preloaded), else 0.");
     let _ = writeln!(out, "jq_stats_available {}", u8::from(stats::available()));
-    if let Some(at) = stats::reset_at() {
-        header(out, "jq_stats_reset_timestamp_seconds", "gauge", "When the counters were last reset, or the server started.");
-        let _ = writeln!(out, "jq_stats_reset_timestamp_seconds {}", unix_seconds(at));
+    if stats::available() {
+        header(out, "jq_stats_reset_timestamp_seconds", "gauge", "When the queue's counters were last reset, or the server started.");
+        for q in &queues {
+            let _ = writeln!(out, "jq_stats_reset_timestamp_seconds{{queue=\"{}\"}} {}", escape(queue_label(q)), unix_seconds(q.counted_since));
+        }
     }
     for (i, name) in COUNTER_NAMES.iter().enumerate() {
         let family = format!("jq_{name}_total");

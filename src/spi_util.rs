@@ -1,17 +1,13 @@
 //! Small helpers over SPI used by every verb.
 
+use std::panic::AssertUnwindSafe;
+
 use pgrx::datum::DatumWithOid;
+use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 use pgrx::pg_sys::PgOid;
 use pgrx::spi::{self, Query};
 
-use crate::plans;
-
-/// Runs a guarded data-changing statement (with its session plan) and says whether it changed (or
-/// returned) any row.
-pub fn changed_any(sql: &'static str, args: &[DatumWithOid]) -> spi::Result<bool> {
-    Spi::connect_mut(|client| Ok(!plans::run(client, sql, args)?.is_empty()))
-}
 
 /// Runs a data-changing statement bounded by a `max_jobs: i32` argument, and counts the rows it
 /// returned (which the bound keeps within i32). Planned for these arguments, once: these run
@@ -35,4 +31,36 @@ pub fn first_value<T: FromDatum + IntoDatum>(rows: spi::SpiTupleTable) -> spi::R
         return Ok(None);
     }
     rows.first().get_one::<T>()
+}
+
+/// Runs `f` in a subtransaction: its changes stay if it succeeds, and are undone if it fails, in
+/// which case the error is returned as its message and the transaction goes on. What it noted for
+/// the counters is undone with it.
+pub fn in_subtransaction<T>(f: impl FnOnce() -> spi::Result<T>) -> Result<T, String> {
+    let (context, owner) = unsafe { (pg_sys::CurrentMemoryContext, pg_sys::CurrentResourceOwner) };
+    let noted = crate::stats::noted();
+    unsafe { pg_sys::BeginInternalSubTransaction(std::ptr::null()) };
+    let result = PgTryBuilder::new(AssertUnwindSafe(|| f().map_err(|e| e.to_string())))
+        .catch_others(|error| Err(describe(error)))
+        .execute();
+    unsafe {
+        if result.is_ok() {
+            pg_sys::ReleaseCurrentSubTransaction();
+        } else {
+            pg_sys::RollbackAndReleaseCurrentSubTransaction();
+            crate::stats::forget_since(noted);
+        }
+        pg_sys::MemoryContextSwitchTo(context);
+        pg_sys::CurrentResourceOwner = owner;
+    }
+    result
+}
+
+/// The message of a caught error.
+pub fn describe(error: CaughtError) -> String {
+    match error {
+        CaughtError::PostgresError(report) | CaughtError::ErrorReport(report) | CaughtError::RustPanic { ereport: report, .. } => {
+            report.message().to_owned()
+        }
+    }
 }

@@ -2,10 +2,12 @@
 //!
 //! Counting adds no write and no lock to the hot path: each verb notes what happened in a
 //! backend-local list, and when its transaction commits the list is applied to shared memory with
-//! atomic additions. A transaction that rolls back counts nothing, so the counters tell what
-//! committed. The queue table is a fixed array (`pg_jobqueue.stats_max_queues` entries plus one for
-//! every queue beyond them), filled on first use and never shrunk; entries are found by hash and
-//! claimed with a compare-and-swap, so not even that takes a lock.
+//! atomic additions. A transaction that rolls back counts nothing and takes no entry, so the
+//! counters tell what committed. The queue table is a fixed array of `pg_jobqueue.stats_max_queues`
+//! entries, each for one queue of one database (queues of the same name in two databases are two
+//! queues), filled on first use and never shrunk; entries are found by hash and claimed with a
+//! compare-and-swap, so not even that takes a lock. Once it is full, a database's further queues
+//! are counted together under queue "*" while an entry for that is left, and not at all after.
 //!
 //! Latency is kept twice in the same fine histogram (buckets 2^(1/4) apart from 1 ms, so any
 //! percentile read from it is within 19% of the true value): once since the last reset, for the
@@ -117,7 +119,11 @@ struct ErrorCode {
 #[repr(C)]
 struct Entry {
     state: AtomicU32,
+    /// The database of the queue, written with the name.
+    database: UnsafeCell<u32>,
     name: Label<NAME_BYTES>,
+    /// When this entry was last reset, as a TimestampTz; 0: never (counted since the server started).
+    reset_at: AtomicI64,
     counters: [AtomicU64; COUNTERS],
     errors: [ErrorCode; ERROR_CODES],
     other_errors: AtomicU64,
@@ -125,11 +131,9 @@ struct Entry {
     run: Latency,
 }
 
-#[repr(C)]
+/// Aligned like an entry (which holds 64-bit atomics), since the entries follow it.
+#[repr(C, align(8))]
 struct Header {
-    /// When the counters were last reset (or the server started), as a TimestampTz.
-    reset_at: AtomicI64,
-    /// Entries for named queues; one more follows for every queue beyond them.
     capacity: u32,
 }
 
@@ -138,7 +142,7 @@ static mut ENTRIES: *mut Entry = std::ptr::null_mut();
 
 pub fn shared_size() -> usize {
     let capacity = guc::STATS_MAX_QUEUES.get() as usize;
-    std::mem::size_of::<Header>() + std::mem::size_of::<Entry>() * (capacity + 1)
+    std::mem::size_of::<Header>() + std::mem::size_of::<Entry>() * capacity
 }
 
 /// Attaches the counters (see shmem.rs), zeroed on first use.
@@ -149,7 +153,6 @@ pub unsafe fn attach() {
             std::ptr::write_bytes(base.cast::<u8>(), 0, shared_size());
             let header = base.cast::<Header>();
             (*header).capacity = guc::STATS_MAX_QUEUES.get() as u32;
-            (*header).reset_at.store(pg_sys::PgStartTime, Ordering::SeqCst);
         }
         HEADER = base.cast::<Header>();
         ENTRIES = base.cast::<u8>().add(std::mem::size_of::<Header>()).cast::<Entry>();
@@ -174,42 +177,53 @@ fn entry(index: usize) -> &'static Entry {
     unsafe { &*ENTRIES.add(index) }
 }
 
-/// The entry of a queue, claimed on first use; the overflow entry when the table is full.
-fn entry_index(queue_name: &str) -> usize {
+/// The entry of a queue of this database, claimed on first use; the database's "*" entry when the
+/// table is full, and None when even that could not be had.
+fn entry_index(queue_name: &str) -> Option<usize> {
     if let Some(index) = CACHE.with(|cache| cache.borrow().get(queue_name).copied()) {
         return index;
     }
+    let found = find_or_claim(queue_name).or_else(|| find_or_claim(OTHER_QUEUES));
+    CACHE.with(|cache| cache.borrow_mut().insert(queue_name.to_owned(), found));
+    found
+}
+
+/// The label of the entry that counts a database's queues beyond the table's capacity (not a valid
+/// queue name, so it cannot be mistaken for one).
+pub const OTHER_QUEUES: &str = "*";
+
+fn find_or_claim(queue_name: &str) -> Option<usize> {
+    let database = unsafe { pg_sys::MyDatabaseId }.to_u32();
     let capacity = capacity();
     let mut hasher = DefaultHasher::new();
-    queue_name.hash(&mut hasher);
+    (database, queue_name).hash(&mut hasher);
     let start = (hasher.finish() % capacity as u64) as usize;
-    let mut found = capacity; // overflow
     for probe in 0..capacity {
         let index = (start + probe) % capacity;
         let entry = entry(index);
         if entry.state.compare_exchange(FREE, WRITING, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
             // SAFETY: this backend moved the state to WRITING.
-            unsafe { entry.name.write(queue_name.as_bytes()) };
+            unsafe {
+                *entry.database.get() = database;
+                entry.name.write(queue_name.as_bytes());
+            }
             entry.state.store(READY, Ordering::SeqCst);
-            found = index;
-            break;
+            return Some(index);
         }
         while entry.state.load(Ordering::SeqCst) == WRITING {
             std::hint::spin_loop();
         }
-        if entry_name(entry) == queue_name.as_bytes() {
-            found = index;
-            break;
+        if entry_key(entry) == (database, queue_name.as_bytes()) {
+            return Some(index);
         }
     }
-    CACHE.with(|cache| cache.borrow_mut().insert(queue_name.to_owned(), found));
-    found
+    None
 }
 
-/// The name of an entry whose state is READY.
-fn entry_name(entry: &Entry) -> &[u8] {
-    // SAFETY: callers read the state as READY first.
-    unsafe { entry.name.read() }
+/// The database and name of an entry whose state is READY.
+fn entry_key(entry: &Entry) -> (u32, &[u8]) {
+    // SAFETY: callers read the state as READY first; both are written before it.
+    unsafe { (*entry.database.get(), entry.name.read()) }
 }
 
 enum Event {
@@ -220,10 +234,11 @@ enum Event {
 }
 
 thread_local! {
-    /// This session's entry index per queue name: entries are never freed, so it stays right.
-    static CACHE: RefCell<HashMap<String, usize>> = RefCell::new(HashMap::new());
+    /// This session's entry index per queue name (of its one database): entries are never freed,
+    /// so it stays right.
+    static CACHE: RefCell<HashMap<String, Option<usize>>> = RefCell::new(HashMap::new());
     /// What the current transaction did, applied when it commits.
-    static PENDING: RefCell<Vec<(usize, Event)>> = const { RefCell::new(Vec::new()) };
+    static PENDING: RefCell<Vec<(String, Event)>> = const { RefCell::new(Vec::new()) };
     static CALLBACK_REGISTERED: Cell<bool> = const { Cell::new(false) };
 }
 
@@ -231,12 +246,21 @@ fn note(queue_name: &str, event: Event) {
     if !counting() {
         return;
     }
-    let index = entry_index(queue_name);
     if !CALLBACK_REGISTERED.get() {
         unsafe { pg_sys::RegisterXactCallback(Some(at_transaction_end), std::ptr::null_mut()) };
         CALLBACK_REGISTERED.set(true);
     }
-    PENDING.with(|pending| pending.borrow_mut().push((index, event)));
+    PENDING.with(|pending| pending.borrow_mut().push((queue_name.to_owned(), event)));
+}
+
+/// How much the current transaction has noted so far, for `forget_since`.
+pub fn noted() -> usize {
+    PENDING.with(|pending| pending.borrow().len())
+}
+
+/// Forgets what was noted since `noted()` said `mark`: a subtransaction that noted it rolled back.
+pub fn forget_since(mark: usize) {
+    PENDING.with(|pending| pending.borrow_mut().truncate(mark));
 }
 
 /// One more of `counter` for the queue, if the transaction commits.
@@ -269,8 +293,10 @@ unsafe extern "C-unwind" fn at_transaction_end(event: pg_sys::XactEvent::Type, _
     let events = PENDING.with(|pending| std::mem::take(&mut *pending.borrow_mut()));
     if apply {
         let minute = current_minute();
-        for (index, event) in events {
-            apply_event(entry(index), event, minute);
+        for (queue_name, event) in events {
+            if let Some(index) = entry_index(&queue_name) {
+                apply_event(entry(index), event, minute);
+            }
         }
     }
 }
@@ -358,13 +384,20 @@ fn current_minute() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() / 60).unwrap_or(0)
 }
 
-/// Zeroes every counter and histogram. Queue entries and error codes stay where they are.
+/// Zeroes every counter and histogram of this database's queues. Queue entries and error codes
+/// stay where they are.
 pub fn reset() {
     if !available() {
         return;
     }
-    for index in 0..=capacity() {
+    let database = unsafe { pg_sys::MyDatabaseId }.to_u32();
+    let now = unsafe { pg_sys::GetCurrentTimestamp() };
+    for index in 0..capacity() {
         let entry = entry(index);
+        if entry.state.load(Ordering::SeqCst) != READY || entry_key(entry).0 != database {
+            continue;
+        }
+        entry.reset_at.store(now, Ordering::SeqCst);
         entry.counters.iter().for_each(|c| c.store(0, Ordering::Relaxed));
         entry.errors.iter().for_each(|e| e.count.store(0, Ordering::Relaxed));
         entry.other_errors.store(0, Ordering::Relaxed);
@@ -377,12 +410,6 @@ pub fn reset() {
             }
         }
     }
-    unsafe { (*HEADER).reset_at.store(pg_sys::GetCurrentTimestamp(), Ordering::SeqCst) };
-}
-
-/// When the counters were last reset (or the server started).
-pub fn reset_at() -> Option<i64> {
-    available().then(|| unsafe { (*HEADER).reset_at.load(Ordering::SeqCst) })
 }
 
 /// A copy of one latency histogram: since the last reset, and over the recent window.
@@ -423,8 +450,10 @@ impl LatencySnapshot {
 }
 
 pub struct QueueSnapshot {
-    /// None for the entry that counts every queue beyond `pg_jobqueue.stats_max_queues`.
-    pub queue_name: Option<String>,
+    /// `OTHER_QUEUES` for the entry that counts the queues beyond `pg_jobqueue.stats_max_queues`.
+    pub queue_name: String,
+    /// When its counting began: the last reset, or the server's start.
+    pub counted_since: i64,
     pub counters: [u64; COUNTERS],
     pub errors: Vec<(String, u64)>,
     pub other_errors: u64,
@@ -432,23 +461,27 @@ pub struct QueueSnapshot {
     pub run: LatencySnapshot,
 }
 
-/// Every queue with an entry, in name order; the overflow entry last, if it counted anything.
-pub fn snapshot() -> Vec<QueueSnapshot> {
+/// Every queue of this database with an entry that `visible` accepts, in name order; the "*" entry
+/// last.
+pub fn snapshot(visible: impl Fn(&str) -> bool) -> Vec<QueueSnapshot> {
     if !available() {
         return Vec::new();
     }
+    let database = unsafe { pg_sys::MyDatabaseId }.to_u32();
     let minute = current_minute();
-    let mut queues: Vec<QueueSnapshot> = (0..=capacity())
+    let mut queues: Vec<QueueSnapshot> = (0..capacity())
         .filter_map(|index| {
             let entry = entry(index);
-            let overflow = index == capacity();
-            if !overflow && entry.state.load(Ordering::SeqCst) != READY {
+            if entry.state.load(Ordering::SeqCst) != READY {
+                return None;
+            }
+            let (entry_database, name) = entry_key(entry);
+            let name = String::from_utf8_lossy(name).into_owned();
+            if entry_database != database || !visible(&name) {
                 return None;
             }
             let counters = entry.counters.each_ref().map(|c| c.load(Ordering::Relaxed));
-            if overflow && counters.iter().all(|&c| c == 0) {
-                return None;
-            }
+            let reset_at = entry.reset_at.load(Ordering::SeqCst);
             let errors = entry
                 .errors
                 .iter()
@@ -457,7 +490,8 @@ pub fn snapshot() -> Vec<QueueSnapshot> {
                 .map(|e| (String::from_utf8_lossy(unsafe { e.code.read() }).into_owned(), e.count.load(Ordering::Relaxed)))
                 .collect();
             Some(QueueSnapshot {
-                queue_name: (!overflow).then(|| String::from_utf8_lossy(entry_name(entry)).into_owned()),
+                queue_name: name,
+                counted_since: if reset_at == 0 { unsafe { pg_sys::PgStartTime } } else { reset_at },
                 counters,
                 errors,
                 other_errors: entry.other_errors.load(Ordering::Relaxed),
@@ -466,7 +500,10 @@ pub fn snapshot() -> Vec<QueueSnapshot> {
             })
         })
         .collect();
-    queues.sort_by(|a, b| (a.queue_name.is_none(), &a.queue_name).cmp(&(b.queue_name.is_none(), &b.queue_name)));
+    queues.sort_by(|a, b| {
+        let key = |q: &QueueSnapshot| (q.queue_name == OTHER_QUEUES, q.queue_name.clone());
+        key(a).cmp(&key(b))
+    });
     queues
 }
 

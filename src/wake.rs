@@ -12,8 +12,11 @@
 //! the sessions that LISTEN on each queue's channel, and an enqueue notifies only while the count
 //! is above zero. Without preload there is no count, and every enqueue notifies.
 //!
-//! Queues map to a fixed number of slots by hash; two queues sharing a slot only wake each other
-//! spuriously, and a spurious wake costs one empty claim.
+//! Queues map to a fixed number of slots by hash of their database and name (queues of the same
+//! name in two databases are two queues); two queues sharing a slot only wake each other
+//! spuriously, and a spurious wake costs one empty claim. A LISTEN counts only when its role holds
+//! a right on the queue: anyone may LISTEN, but a stranger's LISTEN must not switch on the NOTIFYs
+//! (and their cost) for the queue's producers.
 
 use std::cell::{Cell, RefCell};
 use std::collections::hash_map::DefaultHasher;
@@ -30,6 +33,7 @@ use crate::{plans, shmem};
 use crate::spi_util::first_value;
 
 const NOTIFY_SETTING: &str = include_str!("../sql/queries/queue_notify.sql");
+const NOTIFY_SETTING_LEGACY: &str = include_str!("../sql/queries/queue_notify_legacy.sql");
 
 /// Enough that unrelated queues rarely share a slot; 40 kB of shared memory.
 const SLOTS: usize = 1024;
@@ -87,9 +91,9 @@ fn slot_of(queue_name: &str) -> Option<*mut Slot> {
     if shared.is_null() {
         return None;
     }
-    // DefaultHasher::new() has fixed keys: every backend maps a name to the same slot.
+    // DefaultHasher::new() has fixed keys: every backend maps a queue to the same slot.
     let mut hasher = DefaultHasher::new();
-    queue_name.hash(&mut hasher);
+    (unsafe { pg_sys::MyDatabaseId }.to_u32(), queue_name).hash(&mut hasher);
     Some(unsafe { shared.add((hasher.finish() % SLOTS as u64) as usize) })
 }
 
@@ -156,7 +160,8 @@ fn notify_enabled(client: &mut SpiClient, queue_name: &str) -> spi::Result<bool>
     if let Some(on) = cached {
         return Ok(on);
     }
-    let on = first_value::<bool>(plans::run(client, NOTIFY_SETTING, &[queue_name.into()])?)?.unwrap_or(true);
+    let query = if crate::rights::enforced() { NOTIFY_SETTING } else { NOTIFY_SETTING_LEGACY };
+    let on = first_value::<bool>(plans::run(client, query, &[queue_name.into()])?)?.unwrap_or(true);
     NOTIFY_ON.with(|seen| seen.borrow_mut().insert(queue_name.to_owned(), (on, Instant::now())));
     Ok(on)
 }
@@ -286,9 +291,12 @@ fn unlisten_at_commit(channel: Option<String>) {
 }
 
 fn start_counting(channel: &str) {
-    let Some(slot) = channel.strip_prefix("jq_").and_then(slot_of) else {
+    let Some((queue_name, slot)) = channel.strip_prefix("jq_").and_then(|q| slot_of(q).map(|slot| (q, slot))) else {
         return;
     };
+    if !listener_may_see(queue_name) {
+        return;
+    }
     let new = LISTENING.with(|listening| listening.borrow_mut().insert(channel.to_owned()));
     if new {
         if !EXIT_CALLBACK_REGISTERED.get() {
@@ -297,6 +305,12 @@ fn start_counting(channel: &str) {
         }
         unsafe { (*slot).listeners.fetch_add(1, Ordering::SeqCst) };
     }
+}
+
+/// Whether the listening role holds a right on the queue, in a database with the extension.
+fn listener_may_see(queue_name: &str) -> bool {
+    let installed = unsafe { pg_sys::get_extension_oid(c"pg_jobqueue".as_ptr(), true) } != pg_sys::InvalidOid;
+    installed && crate::rights::may_see(queue_name)
 }
 
 /// Stops counting this session as a listener of `channel` (None: of every channel).

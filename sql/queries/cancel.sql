@@ -10,7 +10,7 @@ WITH before AS (
         finished_at = $2
     FROM before b
     WHERE j.id = b.id
-      AND j.status IN ('pending', 'running')
+      AND j.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[])
     RETURNING j.id, j.queue_name, j.attempt_count, j.lease_token, b.lease_owner
 )
 INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worker, lease_token)

@@ -36,14 +36,14 @@ WITH queue AS (
         SELECT j.ctid
         FROM jq_jobs j
         WHERE j.queue_name = $1
-          AND j.status = 'pending'
+          AND j.status OPERATOR(pg_catalog.=) 'pending'
           AND j.available_at <= (SELECT starving_before FROM queue)
           AND (SELECT open FROM queue)
           AND (j.ordering_key IS NULL OR NOT EXISTS (
                 SELECT 1 FROM jq_jobs k
                 WHERE k.queue_name = j.queue_name AND k.ordering_key = j.ordering_key
-                  AND k.status IN ('pending', 'running') AND k.id <> j.id
-                  AND (k.status = 'running' OR k.id < j.id)))
+                  AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
+                  AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
         ORDER BY j.available_at, j.id
         LIMIT $4
         FOR UPDATE OF j SKIP LOCKED
@@ -53,15 +53,15 @@ WITH queue AS (
         SELECT j.ctid
         FROM jq_jobs j
         WHERE j.queue_name = $1
-          AND j.status = 'pending'
+          AND j.status OPERATOR(pg_catalog.=) 'pending'
           AND j.available_at <= $5
           AND (SELECT open FROM queue)
           -- Ordering keys: a keyed job waits while another job of its key runs or an earlier one is pending.
           AND (j.ordering_key IS NULL OR NOT EXISTS (
                 SELECT 1 FROM jq_jobs k
                 WHERE k.queue_name = j.queue_name AND k.ordering_key = j.ordering_key
-                  AND k.status IN ('pending', 'running') AND k.id <> j.id
-                  AND (k.status = 'running' OR k.id < j.id)))
+                  AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
+                  AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
         ORDER BY j.priority DESC, j.available_at, j.id
         LIMIT $4
         FOR UPDATE OF j SKIP LOCKED

@@ -11,7 +11,7 @@ SET status = 'succeeded',
     finished_at = $4
 WHERE ctid = (SELECT ctid FROM jq_jobs WHERE id = $1)
   AND id = $1
-  AND status = 'running'
+  AND status OPERATOR(pg_catalog.=) 'running'
   AND lease_owner = $2
   AND lease_token = $3
   AND lease_expires_at > $4

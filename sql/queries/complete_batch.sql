@@ -12,9 +12,9 @@ SET status = 'succeeded',
     lease_owner = NULL,
     lease_expires_at = NULL,
     finished_at = $4
-FROM unnest($1::bigint[], $3::bigint[]) AS done(id, lease_token)
+FROM pg_catalog.unnest($1::bigint[], $3::bigint[]) AS done(id, lease_token)
 WHERE j.id = done.id
-  AND j.status = $5::jq_status
+  AND j.status OPERATOR(pg_catalog.=) $5::jq_status
   AND j.lease_owner = $2
   AND j.lease_token = done.lease_token
   AND j.lease_expires_at > $4

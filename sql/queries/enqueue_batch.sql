@@ -5,7 +5,7 @@ WITH inserted AS (
     SELECT $1, p.payload, $3, coalesce($4, $6),
            coalesce($5, (SELECT q.max_attempts FROM jq_queues q WHERE q.queue_name = $1), 8),
            $6
-    FROM unnest($2::jsonb[]) WITH ORDINALITY AS p(payload, ord)
+    FROM pg_catalog.unnest($2::jsonb[]) WITH ORDINALITY AS p(payload, ord)
     ORDER BY p.ord
     RETURNING id
 )

@@ -5,6 +5,6 @@ INSERT INTO jq_jobs (queue_name, payload, priority, available_at, max_attempts,
 VALUES ($1, $2, $3, coalesce($4, $8),
         coalesce($5, (SELECT q.max_attempts FROM jq_queues q WHERE q.queue_name = $1), 8),
         $6, $7, $8)
-ON CONFLICT (queue_name, dedup_key) WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running')
+ON CONFLICT (queue_name, dedup_key) WHERE dedup_key IS NOT NULL AND status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[])
 DO NOTHING
 RETURNING id

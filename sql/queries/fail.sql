@@ -20,7 +20,7 @@ WITH failed AS (
         last_error_message = $5
     WHERE j.ctid = (SELECT ctid FROM jq_jobs WHERE id = $1)
       AND j.id = $1
-      AND j.status = 'running'
+      AND j.status OPERATOR(pg_catalog.=) 'running'
       AND j.lease_owner = $2
       AND j.lease_token = $3
       AND j.lease_expires_at > $8
@@ -30,4 +30,4 @@ INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worke
                            error_code, error_message)
 SELECT f.id, f.queue_name, 'failed', f.status, $8, f.attempt_count, $2, f.lease_token, $4, $5
 FROM failed f
-RETURNING job_id, queue_name, status = 'dead' AS dead
+RETURNING job_id, queue_name, status OPERATOR(pg_catalog.=) 'dead' AS dead

@@ -9,7 +9,8 @@ UPDATE jq_jobs
 SET lease_expires_at = least($5 + coalesce($4, lease_length), run_deadline)
 WHERE ctid = (SELECT ctid FROM jq_jobs WHERE id = $1)
   AND id = $1
-  AND status = 'running'
+  AND status OPERATOR(pg_catalog.=) 'running'
   AND lease_owner = $2
   AND lease_token = $3
   AND lease_expires_at > $5
+RETURNING queue_name

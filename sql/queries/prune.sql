@@ -5,7 +5,7 @@ WITH picked AS (
     SELECT j.id
     FROM jq_jobs j
     LEFT JOIN jq_queues q ON q.queue_name = j.queue_name
-    WHERE j.status IN ('succeeded', 'cancelled')
+    WHERE j.status OPERATOR(pg_catalog.=) ANY (ARRAY['succeeded', 'cancelled']::jq_status[])
       AND j.finished_at < $3
       AND j.finished_at < $2 - CASE WHEN q.queue_name IS NULL THEN interval '7 days'
                                     ELSE q.retention END
@@ -15,5 +15,5 @@ WITH picked AS (
 )
 DELETE FROM jq_jobs j
 WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
-  AND j.status IN ('succeeded', 'cancelled')
+  AND j.status OPERATOR(pg_catalog.=) ANY (ARRAY['succeeded', 'cancelled']::jq_status[])
 RETURNING j.id

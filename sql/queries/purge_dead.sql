@@ -4,7 +4,7 @@ WITH picked AS (
     SELECT j.id
     FROM jq_jobs j
     WHERE j.queue_name = $1
-      AND j.status = 'dead'
+      AND j.status OPERATOR(pg_catalog.=) 'dead'
       AND ($2::text IS NULL OR j.last_error_code = $2)
     ORDER BY j.finished_at
     LIMIT $3
@@ -12,5 +12,5 @@ WITH picked AS (
 )
 DELETE FROM jq_jobs j
 WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
-  AND j.status = 'dead'
+  AND j.status OPERATOR(pg_catalog.=) 'dead'
 RETURNING j.id

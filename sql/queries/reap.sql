@@ -1,4 +1,5 @@
--- $1 max_jobs, $2 now, $3 queue_name (NULL: every queue)
+-- $1 max_jobs, $2 now, $3 queue_name (NULL: every queue), $4 jobs to skip, $5 the only job to reap
+-- (NULL: any)
 -- Expired leases become pending after backoff, or dead when the attempts are spent. The locking
 -- subquery skips rows a worker is completing right now; re-checking status and expiry in the UPDATE
 -- keeps the transition guarded on its own, so a completion that commits first always wins.
@@ -10,9 +11,11 @@
 WITH expired AS (
     SELECT j.id
     FROM jq_jobs j
-    WHERE j.status = 'running'
+    WHERE j.status OPERATOR(pg_catalog.=) 'running'
       AND j.lease_expires_at <= $2
       AND ($3::text IS NULL OR j.queue_name = $3)
+      AND j.id <> ALL ($4::bigint[])
+      AND ($5::bigint IS NULL OR j.id = $5)
     LIMIT $1
     FOR UPDATE SKIP LOCKED
 ), reaped AS (
@@ -29,7 +32,7 @@ WITH expired AS (
         last_error_message = CASE WHEN j.lease_expires_at = j.run_deadline
                                   THEN 'maximum runtime reached' ELSE 'lease expired' END
     WHERE j.id = ANY (ARRAY(SELECT id FROM expired))
-      AND j.status = 'running'
+      AND j.status OPERATOR(pg_catalog.=) 'running'
       AND j.lease_expires_at <= $2
     RETURNING j.id, j.queue_name, j.status, j.attempt_count, j.lease_token,
               (SELECT o.lease_owner FROM jq_jobs o WHERE o.id = j.id) AS lease_owner,
@@ -40,4 +43,4 @@ INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worke
 SELECT r.id, r.queue_name, 'lease_expired', r.status, $2, r.attempt_count, r.lease_owner,
        r.lease_token, 'LEASE_EXPIRED', r.last_error_message
 FROM reaped r
-RETURNING job_id, queue_name, status = 'dead' AS dead
+RETURNING job_id, queue_name, status OPERATOR(pg_catalog.=) 'dead' AS dead

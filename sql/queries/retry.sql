@@ -15,10 +15,10 @@ WITH before AS (
         finished_at = NULL
     FROM before b
     WHERE j.ctid = b.ctid
-      AND j.status IN ('dead', 'cancelled')
+      AND j.status OPERATOR(pg_catalog.=) ANY (ARRAY['dead', 'cancelled']::jq_status[])
     RETURNING j.id, j.queue_name, j.lease_token, b.attempt_count
 )
 INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, lease_token)
 SELECT r.id, r.queue_name, 'retried', 'pending', $2, r.attempt_count, r.lease_token
 FROM redriven r
-RETURNING job_id
+RETURNING job_id, queue_name

@@ -6,13 +6,13 @@ WITH picked AS (
     SELECT j.id
     FROM jq_jobs j
     WHERE j.queue_name = $1
-      AND j.status = 'dead'
+      AND j.status OPERATOR(pg_catalog.=) 'dead'
       AND ($2::text IS NULL OR j.last_error_code = $2)
       -- A job whose dedup key a newer live job holds stays dead: re-driving it would break dedup.
       AND (j.dedup_key IS NULL OR NOT EXISTS (
             SELECT 1 FROM jq_jobs l
             WHERE l.queue_name = j.queue_name AND l.dedup_key = j.dedup_key
-              AND l.status IN ('pending', 'running')))
+              AND l.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[])))
     ORDER BY j.finished_at
     LIMIT $3
     FOR UPDATE SKIP LOCKED
@@ -23,7 +23,7 @@ WITH picked AS (
         attempt_count = 0,
         finished_at = NULL
     WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
-      AND j.status = 'dead'
+      AND j.status OPERATOR(pg_catalog.=) 'dead'
     RETURNING j.id, j.queue_name, j.lease_token,
               (SELECT o.attempt_count FROM jq_jobs o WHERE o.id = j.id) AS attempt_count
 )

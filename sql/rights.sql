@@ -1,0 +1,148 @@
+-- Rights (README, "Security"). The jq_* functions are the only door: no role but the owner has a
+-- right on the tables, and no function is executable by PUBLIC. jq_grant gives a role a privilege
+-- on a queue (or a prefix pattern) and EXECUTE on the functions that privilege uses; jq_revoke
+-- takes them back. pg_monitor reads every queue's figures and nothing else.
+
+-- Every function of the extension: EXECUTE for the owner and those it grants it to, not PUBLIC.
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN
+        SELECT p.oid::regprocedure
+        FROM pg_catalog.pg_proc p
+        JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::regclass
+                                   AND d.objid OPERATOR(pg_catalog.=) p.oid
+                                   AND d.deptype OPERATOR(pg_catalog.=) 'e'
+        JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
+                                      AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::regclass
+        WHERE e.extname OPERATOR(pg_catalog.=) 'pg_jobqueue'
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
+    END LOOP;
+END
+$$;
+
+-- Tell every session to forget its cached rights when jq_grants changes (rights.rs).
+CREATE TRIGGER jq_grants_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON jq_grants
+    FOR EACH STATEMENT EXECUTE FUNCTION jq_grants_changed();
+
+-- Which functions each privilege calls; 'any' for those every holder of a right may call (the
+-- figures of the queues it may see).
+CREATE FUNCTION jq_privilege_functions() RETURNS TABLE (privilege text, function_name name)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, @extschema@, pg_temp
+AS $$
+    VALUES ('enqueue', 'jq_enqueue'::name), ('enqueue', 'jq_enqueue_batch'),
+           ('consume', 'jq_claim'), ('consume', 'jq_heartbeat'), ('consume', 'jq_complete'),
+           ('consume', 'jq_complete_batch'), ('consume', 'jq_fail'),
+           ('manage', 'jq_retry'), ('manage', 'jq_cancel'), ('manage', 'jq_retry_dead'),
+           ('manage', 'jq_purge_dead'), ('manage', 'jq_configure'),
+           ('any', 'jq_can_see'), ('any', 'jq_has_right'), ('any', 'jq_queue_counters'),
+           ('any', 'jq_failure_counts'), ('any', 'jq_metrics')
+$$;
+
+-- Gives `role` EXECUTE on exactly the functions its rows in jq_grants call for (and SELECT on the
+-- figures views and USAGE on the schema while it has any), taking back what it no longer needs.
+CREATE FUNCTION jq_sync_function_rights(role regrole) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, @extschema@, pg_temp
+AS $$
+DECLARE
+    f record;
+    holds_any boolean := EXISTS (SELECT 1 FROM jq_grants g
+                                 WHERE g.role::oid OPERATOR(pg_catalog.=) jq_sync_function_rights.role::oid);
+BEGIN
+    FOR f IN
+        SELECT p.oid::regprocedure AS signature,
+               CASE WHEN m.privilege OPERATOR(pg_catalog.=) 'any' THEN holds_any
+                    ELSE EXISTS (SELECT 1 FROM jq_grants g
+                                 WHERE g.role::oid OPERATOR(pg_catalog.=) jq_sync_function_rights.role::oid
+                                   AND g.privilege OPERATOR(pg_catalog.=) m.privilege) END AS wanted
+        FROM jq_privilege_functions() m
+        JOIN pg_catalog.pg_proc p ON p.proname OPERATOR(pg_catalog.=) m.function_name
+                                 AND p.pronamespace OPERATOR(pg_catalog.=) '@extschema@'::regnamespace
+    LOOP
+        IF f.wanted THEN
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', f.signature, role);
+        ELSE
+            EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM %s', f.signature, role);
+        END IF;
+    END LOOP;
+    IF holds_any THEN
+        EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@'::regnamespace, role);
+        EXECUTE pg_catalog.format('GRANT SELECT ON jq_queue_stats, jq_queue_health TO %s', role);
+    ELSE
+        EXECUTE pg_catalog.format('REVOKE SELECT ON jq_queue_stats, jq_queue_health FROM %s', role);
+    END IF;
+END
+$$;
+
+-- The argument checks of jq_grant and jq_revoke: 22004 for NULL, 22023 for a bad value, each naming
+-- the argument, before anything is written.
+CREATE FUNCTION jq_check_grant_arguments(role regrole, queue text, privilege text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, @extschema@, pg_temp
+AS $$
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'role must not be NULL';
+    ELSIF queue IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'queue must not be NULL';
+    ELSIF privilege IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'privilege must not be NULL';
+    ELSIF queue OPERATOR(pg_catalog.!~) '^([A-Za-z0-9_.:-]{1,60}|[A-Za-z0-9_.:-]{0,59}[*])$' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = 'queue must be a queue name, or a prefix followed by * (''*'' alone: every queue)';
+    ELSIF privilege OPERATOR(pg_catalog.<>) ALL (ARRAY['enqueue', 'consume', 'manage', 'monitor']) THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = 'privilege must be one of enqueue, consume, manage, monitor';
+    END IF;
+END
+$$;
+
+-- jq_grant(role, queue, privilege): `role` may from now on use `privilege` on the queue, or on every
+-- queue the pattern matches. Only the owner (and those it trusts with every queue: whoever may run
+-- this may grant itself anything) may call it.
+CREATE FUNCTION jq_grant(role regrole, queue text, privilege text) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, @extschema@, pg_temp
+AS $$
+BEGIN
+    PERFORM jq_check_grant_arguments(role, queue, privilege);
+    INSERT INTO jq_grants (role, queue, privilege) VALUES (role, queue, privilege) ON CONFLICT DO NOTHING;
+    PERFORM jq_sync_function_rights(role);
+END
+$$;
+
+-- jq_revoke(role, queue, privilege): takes back exactly what one jq_grant gave (the same queue or
+-- pattern); says whether there was such a right.
+CREATE FUNCTION jq_revoke(role regrole, queue text, privilege text) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, @extschema@, pg_temp
+AS $$
+DECLARE
+    found boolean;
+BEGIN
+    PERFORM jq_check_grant_arguments(role, queue, privilege);
+    DELETE FROM jq_grants g
+    WHERE g.role::oid OPERATOR(pg_catalog.=) jq_revoke.role::oid
+      AND g.queue OPERATOR(pg_catalog.=) jq_revoke.queue
+      AND g.privilege OPERATOR(pg_catalog.=) jq_revoke.privilege;
+    found := FOUND;
+    PERFORM jq_sync_function_rights(role);
+    RETURN found;
+END
+$$;
+
+REVOKE ALL ON FUNCTION jq_privilege_functions(), jq_sync_function_rights(regrole),
+                       jq_check_grant_arguments(regrole, text, text),
+                       jq_grant(regrole, text, text), jq_revoke(regrole, text, text) FROM PUBLIC;
+
+-- Monitoring: members of the built-in pg_monitor role read every queue's figures (the views,
+-- jq_metrics and the counters) and gain nothing else.
+GRANT USAGE ON SCHEMA @extschema@ TO pg_monitor;
+GRANT SELECT ON jq_queue_stats, jq_queue_health TO pg_monitor;
+GRANT EXECUTE ON FUNCTION jq_can_see(text), jq_metrics(), jq_queue_counters(), jq_failure_counts()
+    TO pg_monitor;

@@ -1,0 +1,13 @@
+-- Queue settings that cannot stop a queue. Every interval setting adds what it says: no part of it
+-- (months, days, time) is negative, so `interval '1 mon -30 days 23:59:59'`, which compares as less
+-- than a day yet adds up to two, is refused; and none exceeds 100 years, so that adding it to the
+-- clock stays in range (a '300000 years' starvation_limit made every claim of its queue fail).
+ALTER TABLE jq_queues
+    ADD CONSTRAINT jq_queues_default_lease_bounded CHECK (jq_setting_interval_ok(default_lease)),
+    ADD CONSTRAINT jq_queues_backoff_base_bounded CHECK (jq_setting_interval_ok(backoff_base)),
+    ADD CONSTRAINT jq_queues_backoff_cap_bounded CHECK (jq_setting_interval_ok(backoff_cap)),
+    ADD CONSTRAINT jq_queues_max_runtime_bounded CHECK (jq_setting_interval_ok(max_runtime)),
+    ADD CONSTRAINT jq_queues_starvation_limit_bounded CHECK (jq_setting_interval_ok(starvation_limit)),
+    ADD CONSTRAINT jq_queues_retention_bounded CHECK (jq_setting_interval_ok(retention)),
+    ADD CONSTRAINT jq_queues_warn_claimable_age_bounded CHECK (jq_setting_interval_ok(warn_claimable_age)),
+    ADD CONSTRAINT jq_queues_warn_dead_age_bounded CHECK (jq_setting_interval_ok(warn_dead_age));
