@@ -267,6 +267,7 @@ $$;
 
 -- Gives `role` EXECUTE on exactly the functions its rows in jq_grants call for (and SELECT on the
 -- figures views and USAGE on the schema while it has any), taking back what it no longer needs.
+-- pg_monitor keeps the figures it was given at install, whatever it is granted or not.
 CREATE FUNCTION jq_sync_function_rights(role regrole) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, @extschema@, pg_temp
@@ -274,10 +275,12 @@ AS $$
 DECLARE
     f record;
     holds_any boolean := EXISTS (SELECT 1 FROM jq_grants g
-                                 WHERE g.role::oid OPERATOR(pg_catalog.=) jq_sync_function_rights.role::oid);
+                                 WHERE g.role::oid OPERATOR(pg_catalog.=) jq_sync_function_rights.role::oid)
+                         OR jq_sync_function_rights.role::oid OPERATOR(pg_catalog.=) 'pg_monitor'::regrole::oid;
 BEGIN
     FOR f IN
         SELECT p.oid::regprocedure AS signature,
+               -- pg_monitor keeps the figures it was given at install, whatever it is granted or not.
                CASE WHEN m.privilege OPERATOR(pg_catalog.=) 'any' THEN holds_any
                     ELSE EXISTS (SELECT 1 FROM jq_grants g
                                  WHERE g.role::oid OPERATOR(pg_catalog.=) jq_sync_function_rights.role::oid
@@ -345,16 +348,16 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, @extschema@, pg_temp
 AS $$
 DECLARE
-    found boolean;
+    revoked boolean;
 BEGIN
     PERFORM jq_check_grant_arguments(role, queue, privilege);
     DELETE FROM jq_grants g
     WHERE g.role::oid OPERATOR(pg_catalog.=) jq_revoke.role::oid
       AND g.queue OPERATOR(pg_catalog.=) jq_revoke.queue
       AND g.privilege OPERATOR(pg_catalog.=) jq_revoke.privilege;
-    found := FOUND;
+    revoked := FOUND;
     PERFORM jq_sync_function_rights(role);
-    RETURN found;
+    RETURN revoked;
 END
 $$;
 

@@ -82,14 +82,14 @@ fn micros(at: TimestampWithTimeZone) -> i64 {
     pg_sys::TimestampTz::from(at)
 }
 
-/// Counts refused calls against their jobs' queues (a job that does not exist counts nowhere).
-/// Refusals are rare, so the lookup costs the hot path nothing.
+/// A refused call: raises 42501 if the caller lacks `consume` on a job's queue (so that a call
+/// without the right is refused the same whether its token was right or not), and otherwise counts
+/// it against the queue (a job that does not exist counts nowhere). Refusals are rare, so the
+/// lookup costs the hot path nothing.
 fn count_refused(client: &mut spi::SpiClient, job_ids: Vec<i64>, counter: Counter) -> spi::Result<()> {
-    if !stats::counting() {
-        return Ok(());
-    }
     for row in plans::run(client, JOB_QUEUE, &[job_ids.into()])? {
         let queue_name: String = required(row.get(1)?);
+        rights::require(&queue_name, Privilege::Consume);
         stats::count(&queue_name, counter);
     }
     Ok(())

@@ -859,7 +859,7 @@ mod tests {
     fn every_table_is_kept_by_pg_dump() {
         assert_eq!(
             one::<i32>("SELECT cardinality(extconfig) FROM pg_extension WHERE extname = 'pg_jobqueue'"),
-            5
+            6
         );
     }
 
@@ -1017,7 +1017,13 @@ mod tests {
         assert_has_node(&plan, "Tid Scan");
 
         let reap_plan =
-            Spi::explain_with_args(include_str!("../sql/queries/reap.sql"), &[10000i32.into(), now.into(), Option::<&str>::None.into()])
+            Spi::explain_with_args(include_str!("../sql/queries/reap.sql"), &[
+                10000i32.into(),
+                now.into(),
+                Option::<&str>::None.into(),
+                Vec::<i64>::new().into(),
+                Option::<i64>::None.into(),
+            ])
                 .unwrap();
         assert_no_sort_and_no_seq_scan(&reap_plan.0);
         assert_reads_index(&reap_plan.0, "jq_jobs_running");

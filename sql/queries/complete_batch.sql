@@ -12,7 +12,7 @@ SET status = 'succeeded',
     lease_owner = NULL,
     lease_expires_at = NULL,
     finished_at = $4
-FROM pg_catalog.unnest($1::bigint[], $3::bigint[]) AS done(id, lease_token)
+FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($3::bigint[])) AS done(id, lease_token)
 WHERE j.id = done.id
   AND j.status OPERATOR(pg_catalog.=) $5::jq_status
   AND j.lease_owner = $2

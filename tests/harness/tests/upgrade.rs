@@ -98,3 +98,41 @@ fn objects(client: &mut Client) -> Vec<String> {
              ORDER BY 1",
     )
 }
+
+/// From 0.2.0, with a live lease and a role that used the tables directly: after the upgrade the
+/// lease is honoured, the role keeps what its table rights let it do, now as rights on every queue,
+/// and it has no right on the tables any more.
+#[test]
+fn an_upgrade_from_0_2_0_moves_table_rights_to_queue_rights_and_keeps_leases() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    admin.batch_execute("CREATE DATABASE upgraded; CREATE ROLE worker LOGIN").unwrap();
+    let dsn = |user: &str| cluster.dsn().replace("dbname=postgres", "dbname=upgraded").replace("user=postgres", &format!("user={user}"));
+    let mut old = postgres::Client::connect(&dsn("postgres"), postgres::NoTls).unwrap();
+    old.batch_execute(
+        "CREATE EXTENSION pg_jobqueue VERSION '0.2.0';
+         GRANT SELECT, INSERT, UPDATE ON jq_jobs, jq_job_events TO worker;
+         GRANT USAGE ON SEQUENCE jq_jobs_id_seq, jq_job_events_id_seq TO worker;
+         INSERT INTO jq_queues (queue_name, retention) VALUES ('kept', '10000 years');",
+    )
+    .unwrap();
+    let mut worker = postgres::Client::connect(&dsn("worker"), postgres::NoTls).unwrap();
+    worker.batch_execute("SELECT jq_enqueue_batch('kept', array_fill('{}'::jsonb, ARRAY[3]))").unwrap();
+    let row = worker.query_one("SELECT id, lease_token FROM jq_claim('kept', 'w', interval '1 hour')", &[]).unwrap();
+    let (id, token): (i64, i64) = (row.get(0), row.get(1));
+
+    old.batch_execute("ALTER EXTENSION pg_jobqueue UPDATE TO '0.3.0'").unwrap();
+    let rights = text_rows(&mut old, "SELECT role || ' ' || queue || ' ' || privilege FROM jq_grants ORDER BY 1");
+    assert_eq!(rights, ["worker * consume", "worker * enqueue", "worker * monitor"]);
+    let retention: String = old.query_one("SELECT retention::text FROM jq_queues", &[]).unwrap().get(0);
+    assert_eq!(retention, "876600:00:00", "a retention out of bounds became the longest allowed");
+
+    // A new session: the old one cached the 0.2.0 definitions' behaviour.
+    let mut worker = postgres::Client::connect(&dsn("worker"), postgres::NoTls).unwrap();
+    assert!(worker.query_one("SELECT jq_complete($1, 'w', $2)", &[&id, &token]).unwrap().get::<_, bool>(0), "the lease from before");
+    assert_eq!(worker.query("SELECT * FROM jq_claim('kept', 'w')", &[]).unwrap().len(), 1);
+    let denied = worker.batch_execute("SELECT count(*) FROM jq_jobs").unwrap_err();
+    assert_eq!(denied.code().map(|c| c.code()), Some("42501"), "no table right is left");
+    let pending: i64 = old.query_one("SELECT count(*) FROM jq_jobs WHERE status = 'pending'", &[]).unwrap().get(0);
+    assert_eq!(pending, 1, "every job is still there");
+}

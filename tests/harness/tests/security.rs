@@ -1,0 +1,409 @@
+//! Safe to deploy (README, "Security"): nothing another role creates runs inside a jq_* function or
+//! the reaper, rights are per queue, and nothing one job, setting or role does stops the queue.
+
+use jq_harness::{wait_until, Client, Cluster};
+use postgres::NoTls;
+
+const PRELOADED: [&str; 3] = [
+    "shared_preload_libraries = 'pg_jobqueue'",
+    "pg_jobqueue.reaper_databases = 'postgres, hijack, poison, other'",
+    "pg_jobqueue.reaper_interval = 100",
+];
+
+fn connect(cluster: &Cluster, database: &str, user: &str) -> Client {
+    let dsn = cluster.dsn().replace("dbname=postgres", &format!("dbname={database}")).replace("user=postgres", &format!("user={user}"));
+    Client::connect(&dsn, NoTls).unwrap_or_else(|e| panic!("connect to {database} as {user}: {e}"))
+}
+
+/// The SQLSTATE of a failed statement, or None if it succeeded.
+fn sqlstate(client: &mut Client, sql: &str) -> Option<String> {
+    client.batch_execute(sql).err().map(|e| e.code().map(|c| c.code().to_owned()).unwrap_or_else(|| format!("no SQLSTATE: {e}")))
+}
+
+/// Look-alike operators and functions for every type and function the extension's queries use:
+/// each one logs that it ran and tries to make its creator a superuser, then does what the real
+/// one does, so that a query that picked it would go on and commit the log.
+const HOOKS: &str = r#"
+CREATE TABLE public.hook_log (hook text, by_role text DEFAULT current_user);
+GRANT INSERT ON public.hook_log TO PUBLIC;
+CREATE FUNCTION public.hook(name text) RETURNS void LANGUAGE plpgsql AS $h$
+BEGIN
+    INSERT INTO public.hook_log (hook) VALUES (name);
+    BEGIN
+        EXECUTE format('ALTER ROLE %I SUPERUSER', 'CREATOR');
+    EXCEPTION WHEN insufficient_privilege THEN NULL;
+    END;
+END $h$;
+CREATE FUNCTION public.h_status_eq(jq_status, jq_status) RETURNS boolean LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('=(jq_status)'); RETURN $1::text = $2::text; END $h$;
+CREATE OPERATOR public.= (LEFTARG = jq_status, RIGHTARG = jq_status, FUNCTION = public.h_status_eq);
+CREATE FUNCTION public.h_status_text_eq(jq_status, text) RETURNS boolean LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('=(jq_status,text)'); RETURN $1::text = $2; END $h$;
+CREATE OPERATOR public.= (LEFTARG = jq_status, RIGHTARG = text, FUNCTION = public.h_status_text_eq);
+CREATE FUNCTION public.h_ts_le(timestamptz, timestamptz) RETURNS boolean LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('<=(timestamptz)'); RETURN $1 OPERATOR(pg_catalog.<=) $2; END $h$;
+CREATE OPERATOR public.<= (LEFTARG = timestamptz, RIGHTARG = timestamptz, FUNCTION = public.h_ts_le);
+CREATE FUNCTION public.h_ts_gt(timestamptz, timestamptz) RETURNS boolean LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('>(timestamptz)'); RETURN $1 OPERATOR(pg_catalog.>) $2; END $h$;
+CREATE OPERATOR public.> (LEFTARG = timestamptz, RIGHTARG = timestamptz, FUNCTION = public.h_ts_gt);
+CREATE FUNCTION public.h_ts_plus(timestamptz, interval) RETURNS timestamptz LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('+(timestamptz,interval)'); RETURN $1 OPERATOR(pg_catalog.+) $2; END $h$;
+CREATE OPERATOR public.+ (LEFTARG = timestamptz, RIGHTARG = interval, FUNCTION = public.h_ts_plus);
+CREATE FUNCTION public.h_ts_minus(timestamptz, interval) RETURNS timestamptz LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('-(timestamptz,interval)'); RETURN $1 OPERATOR(pg_catalog.-) $2; END $h$;
+CREATE OPERATOR public.- (LEFTARG = timestamptz, RIGHTARG = interval, FUNCTION = public.h_ts_minus);
+CREATE FUNCTION public.h_iv_times(interval, double precision) RETURNS interval LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('*(interval,float8)'); RETURN $1 OPERATOR(pg_catalog.*) $2; END $h$;
+CREATE OPERATOR public.* (LEFTARG = interval, RIGHTARG = double precision, FUNCTION = public.h_iv_times);
+CREATE FUNCTION public.h_f_times_n(double precision, numeric) RETURNS double precision LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('*(float8,numeric)'); RETURN $1 OPERATOR(pg_catalog.*) $2::float8; END $h$;
+CREATE OPERATOR public.* (LEFTARG = double precision, RIGHTARG = numeric, FUNCTION = public.h_f_times_n);
+CREATE FUNCTION public.h_n_times_i(numeric, integer) RETURNS numeric LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('*(numeric,int)'); RETURN $1 OPERATOR(pg_catalog.*) $2::numeric; END $h$;
+CREATE OPERATOR public.* (LEFTARG = numeric, RIGHTARG = integer, FUNCTION = public.h_n_times_i);
+CREATE FUNCTION public.h_text_eq(text, text) RETURNS boolean LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('=(text)'); RETURN $1 OPERATOR(pg_catalog.=) $2; END $h$;
+CREATE OPERATOR public.= (LEFTARG = text, RIGHTARG = text, FUNCTION = public.h_text_eq);
+CREATE FUNCTION public.h_name_cat(name, text) RETURNS text LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('||(name,text)'); RETURN $1::text OPERATOR(pg_catalog.||) $2; END $h$;
+CREATE OPERATOR public.|| (LEFTARG = name, RIGHTARG = text, FUNCTION = public.h_name_cat);
+CREATE FUNCTION public.h_int8_plus(bigint, integer) RETURNS bigint LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('+(bigint,int)'); RETURN $1 OPERATOR(pg_catalog.+) $2; END $h$;
+CREATE OPERATOR public.+ (LEFTARG = bigint, RIGHTARG = integer, FUNCTION = public.h_int8_plus);
+CREATE FUNCTION public.h_int_lt(integer, integer) RETURNS boolean LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('<(int)'); RETURN $1 OPERATOR(pg_catalog.<) $2; END $h$;
+CREATE OPERATOR public.< (LEFTARG = integer, RIGHTARG = integer, FUNCTION = public.h_int_lt);
+CREATE FUNCTION public.now() RETURNS timestamptz LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('now'); RETURN pg_catalog.now(); END $h$;
+CREATE FUNCTION public.clock_timestamp() RETURNS timestamptz LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('clock_timestamp'); RETURN pg_catalog.clock_timestamp(); END $h$;
+CREATE FUNCTION public.random() RETURNS double precision LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('random'); RETURN pg_catalog.random(); END $h$;
+CREATE FUNCTION public.power(integer, integer) RETURNS double precision LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('power'); RETURN pg_catalog.power($1::float8, $2::float8); END $h$;
+CREATE FUNCTION public.pg_has_role(oid, regrole, text) RETURNS boolean LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('pg_has_role'); RETURN pg_catalog.pg_has_role($1, $2::oid, $3); END $h$;
+CREATE FUNCTION public.starts_with(text, text) RETURNS boolean LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('starts_with'); RETURN true; END $h$;
+CREATE FUNCTION public.unnest(bigint[], bigint[]) RETURNS TABLE (a bigint, b bigint) LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('unnest'); RETURN QUERY SELECT * FROM pg_catalog.unnest($1, $2); END $h$;
+CREATE FUNCTION public.quote_ident(name) RETURNS text LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('quote_ident'); RETURN pg_catalog.quote_ident($1::text); END $h$;
+CREATE FUNCTION public.format(text, regprocedure) RETURNS text LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('format'); RETURN pg_catalog.format($1, $2); END $h$;
+CREATE FUNCTION public.h_min_step(timestamptz, timestamptz) RETURNS timestamptz LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('min'); RETURN least($1, $2); END $h$;
+CREATE AGGREGATE public.min(timestamptz) (SFUNC = public.h_min_step, STYPE = timestamptz);
+CREATE FUNCTION public.h_count_step(bigint) RETURNS bigint LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('count'); RETURN $1 OPERATOR(pg_catalog.+) 1; END $h$;
+CREATE AGGREGATE public.count(*) (SFUNC = public.h_count_step, STYPE = bigint, INITCOND = '0');
+"#;
+
+/// Calls every function and view as `client` (the caller under test), with jobs to act on.
+fn call_everything(client: &mut Client) {
+    client
+        .batch_execute(
+            "SELECT jq_enqueue('mail', '{}', dedup_key => 'k', ordering_key => 'o');
+             SELECT jq_enqueue_batch('mail', ARRAY['{}'::jsonb, '{}']);
+             SELECT jq_configure('mail', '{\"backoff_base\": \"1 hour\", \"max_attempts\": 50}');
+             SELECT jq_grant('pg_monitor', 'mail', 'monitor');
+             SELECT jq_revoke('pg_monitor', 'mail', 'monitor');
+             SELECT jq_has_right('mail', 'consume');",
+        )
+        .unwrap();
+    let claimed = client.query("SELECT id, lease_token FROM jq_claim('mail', 'w', batch_size => 3)", &[]).unwrap();
+    let (ids, tokens): (Vec<i64>, Vec<i64>) = claimed.iter().map(|r| (r.get::<_, i64>(0), r.get::<_, i64>(1))).unzip();
+    client.query("SELECT jq_heartbeat($1, 'w', $2)", &[&ids[0], &tokens[0]]).unwrap();
+    client.query("SELECT jq_fail($1, 'w', $2, 'E', retryable => false)", &[&ids[0], &tokens[0]]).unwrap();
+    client.query("SELECT jq_complete($1, 'w', $2)", &[&ids[1], &tokens[1]]).unwrap();
+    client.query("SELECT * FROM jq_complete_batch(ARRAY[$1::bigint], 'w', ARRAY[$2::bigint])", &[&ids[2], &tokens[2]]).unwrap();
+    client.query("SELECT jq_retry($1)", &[&ids[0]]).unwrap();
+    client.query("SELECT jq_cancel($1)", &[&ids[0]]).unwrap();
+    client
+        .batch_execute(
+            "SELECT jq_retry_dead('mail'); SELECT jq_purge_dead('mail'); SELECT jq_prune(); SELECT jq_reap();
+             SELECT * FROM jq_queue_stats; SELECT * FROM jq_queue_health; SELECT jq_metrics();
+             SELECT * FROM jq_queue_counters(); SELECT * FROM jq_failure_counts(); SELECT jq_stats_reset();
+             SELECT jq_backoff('mail', 40);",
+        )
+        .unwrap();
+    // A waiting claim that sleeps once (nothing is claimable: the queue is paused).
+    client.batch_execute("SELECT jq_configure('mail', '{\"paused\": true}')").unwrap();
+    client.query("SELECT * FROM jq_claim('mail', 'w', wait => '50 ms')", &[]).unwrap();
+    client.batch_execute("SELECT jq_configure('mail', '{\"paused\": false}')").unwrap();
+}
+
+/// `creator` plants the hooks in `public` (where the extension is), then the reaper, a superuser
+/// and a monitoring role use the queue. No hook runs and the creator gains nothing.
+fn no_hook_runs(cluster: &Cluster, database: &str, creator: &str) {
+    let mut creator_client = connect(cluster, database, creator);
+    creator_client.batch_execute(&HOOKS.replace("CREATOR", creator)).unwrap();
+
+    let mut admin = connect(cluster, database, "postgres");
+    call_everything(&mut admin);
+    // The reaper: an expired lease with a long backoff, reaped by the background worker.
+    admin.batch_execute("SELECT jq_enqueue('mail', '{}')").unwrap();
+    let id: i64 = admin.query_one("SELECT id FROM jq_claim('mail', 'w', '100 ms')", &[]).unwrap().get(0);
+    wait_until("the reaper reaped the lease", || {
+        admin.query_one("SELECT status::text FROM jq_jobs WHERE id = $1", &[&id]).unwrap().get::<_, String>(0) == "pending"
+    });
+    let mut monitor = connect(cluster, database, "watcher");
+    monitor.batch_execute("SELECT * FROM jq_queue_stats; SELECT * FROM jq_queue_health; SELECT jq_metrics()").unwrap();
+
+    let ran: Vec<String> = admin.query("SELECT hook || ' as ' || by_role FROM public.hook_log", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert!(ran.is_empty(), "hooks ran inside pg_jobqueue: {ran:?}");
+    let superuser: bool = admin.query_one("SELECT rolsuper FROM pg_roles WHERE rolname = $1", &[&creator]).unwrap().get(0);
+    assert!(!superuser, "{creator} became a superuser");
+    // The hooks are live: a query that does not qualify the operator on jq_status picks one.
+    admin.batch_execute("SET search_path = public, pg_catalog; SELECT count(*) FROM jq_jobs WHERE status = 'pending'").unwrap();
+    let caught: i64 = admin.query_one("SELECT count(*) FROM public.hook_log", &[]).unwrap().get(0);
+    assert!(caught > 0, "the look-alike operators would not have been picked by anything");
+    admin.batch_execute(&format!("ALTER ROLE {creator} NOSUPERUSER; RESET search_path")).unwrap();
+}
+
+#[test]
+fn look_alike_operators_and_functions_never_run_inside_the_queue() {
+    let cluster = Cluster::start_with(&PRELOADED);
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute(
+            "CREATE ROLE dbowner LOGIN; CREATE ROLE nobody LOGIN; CREATE ROLE watcher LOGIN IN ROLE pg_monitor;",
+        )
+        .unwrap();
+    admin.batch_execute("CREATE DATABASE hijack OWNER dbowner").unwrap();
+    admin.batch_execute("CREATE DATABASE other").unwrap();
+    // The launcher looks for a database that did not exist at start only once a minute.
+    cluster.crash_and_restart();
+    // A non-superuser database owner may create objects in its database's public schema.
+    connect(&cluster, "hijack", "postgres").batch_execute("CREATE EXTENSION pg_jobqueue").unwrap();
+    no_hook_runs(&cluster, "hijack", "dbowner");
+    // A database whose public is writable by everyone, as clusters from PostgreSQL 14 and older are:
+    // a role with no grants at all.
+    let mut other = connect(&cluster, "other", "postgres");
+    other.batch_execute("GRANT CREATE ON SCHEMA public TO PUBLIC; CREATE EXTENSION pg_jobqueue").unwrap();
+    no_hook_runs(&cluster, "other", "nobody");
+}
+
+/// Who may call what: for each function and view, and each role, on queue A and on queue B.
+#[test]
+fn every_function_and_view_checks_the_callers_right_on_the_queue() {
+    let cluster = Cluster::start_with(&PRELOADED[..1]);
+    let mut owner = cluster.connect();
+    owner
+        .batch_execute(
+            "CREATE ROLE r_none LOGIN; CREATE ROLE r_enqueue LOGIN; CREATE ROLE r_consume LOGIN;
+             CREATE ROLE r_manage LOGIN; CREATE ROLE r_monitor LOGIN; CREATE ROLE r_pg_monitor LOGIN IN ROLE pg_monitor;
+             SELECT jq_grant('r_enqueue', 'qa', 'enqueue'); SELECT jq_grant('r_consume', 'qa', 'consume');
+             SELECT jq_grant('r_manage', 'qa', 'manage'); SELECT jq_grant('r_monitor', 'qa', 'monitor');",
+        )
+        .unwrap();
+    // In each queue: a running job (id, token), a dead one and a pending one.
+    let mut jobs = std::collections::HashMap::new();
+    for q in ["qa", "qb"] {
+        owner.batch_execute(&format!("SELECT jq_enqueue_batch('{q}', array_fill('{{}}'::jsonb, ARRAY[3]))")).unwrap();
+        let running = owner.query_one(&format!("SELECT id, lease_token FROM jq_claim('{q}', 'w', '1 hour')"), &[]).unwrap();
+        let dead = owner.query_one(&format!("SELECT id, lease_token FROM jq_claim('{q}', 'w', '1 hour')"), &[]).unwrap();
+        owner.query("SELECT jq_fail($1, 'w', $2, 'E', retryable => false)", &[&dead.get::<_, i64>(0), &dead.get::<_, i64>(1)]).unwrap();
+        let pending: i64 = owner.query_one(&format!("SELECT id FROM jq_jobs WHERE queue_name = '{q}' AND status = 'pending'"), &[]).unwrap().get(0);
+        jobs.insert(q, (running.get::<_, i64>(0), running.get::<_, i64>(1), dead.get::<_, i64>(0), pending));
+    }
+    // (call, the privilege it needs on the queue; "owner": only the owner; "see": any right, or pg_monitor)
+    let calls: [(&str, &str); 20] = [
+        ("SELECT jq_enqueue('{q}', '{{}}')", "enqueue"),
+        ("SELECT jq_enqueue_batch('{q}', ARRAY['{{}}'::jsonb])", "enqueue"),
+        ("SELECT * FROM jq_claim('{q}', 'w2')", "consume"),
+        ("SELECT jq_heartbeat({running}, 'w', {token})", "consume"),
+        ("SELECT jq_complete({running}, 'w', {token})", "consume"),
+        ("SELECT * FROM jq_complete_batch(ARRAY[{running}::bigint], 'w', ARRAY[{token}::bigint])", "consume"),
+        ("SELECT jq_fail({running}, 'w', {token}, 'E')", "consume"),
+        ("SELECT jq_retry({dead})", "manage"),
+        ("SELECT jq_cancel({pending})", "manage"),
+        ("SELECT jq_retry_dead('{q}')", "manage"),
+        ("SELECT jq_purge_dead('{q}')", "manage"),
+        ("SELECT jq_configure('{q}', '{{\"paused\": true}}')", "manage"),
+        ("SELECT jq_reap()", "owner"),
+        ("SELECT jq_prune()", "owner"),
+        ("SELECT jq_stats_reset()", "owner"),
+        ("SELECT jq_grant('r_none', '{q}', 'enqueue')", "owner"),
+        ("SELECT jq_revoke('r_enqueue', '{q}', 'enqueue')", "owner"),
+        ("SELECT 1/count(*) FROM jq_queue_stats WHERE queue_name = '{q}'", "see"),
+        ("SELECT 1/count(*) FROM jq_queue_health WHERE queue_name = '{q}'", "see"),
+        ("SELECT 1/position('queue=\"{q}\"' in jq_metrics())", "see"),
+    ];
+    let roles = [
+        ("r_none", ""),
+        ("r_enqueue", "enqueue"),
+        ("r_consume", "consume"),
+        ("r_manage", "manage"),
+        ("r_monitor", "monitor"),
+        ("r_pg_monitor", "pg_monitor"),
+        ("postgres", "owner"),
+    ];
+    let mut wrong = Vec::new();
+    for (role, holds) in roles {
+        let mut client = connect(&cluster, "postgres", role);
+        for q in ["qa", "qb"] {
+            let (running, token, dead, pending) = jobs[q];
+            for (template, needs) in calls {
+                let sql = template
+                    .replace("{q}", q)
+                    .replace("{running}", &running.to_string())
+                    .replace("{token}", &token.to_string())
+                    .replace("{dead}", &dead.to_string())
+                    .replace("{pending}", &pending.to_string())
+                    .replace("{{", "{")
+                    .replace("}}", "}");
+                let on_a = q == "qa";
+                let allowed = holds == "owner"
+                    || (needs == "see" && (holds == "pg_monitor" || (on_a && !holds.is_empty())))
+                    || (on_a && needs == holds);
+                // Each call in a transaction of its own that is rolled back, so every cell sees the same jobs.
+                let got = sqlstate(&mut client, &format!("BEGIN; {sql}; ROLLBACK"));
+                client.batch_execute("ROLLBACK").unwrap();
+                // A role whose only right is elsewhere sees no row of the view: 1/count(*) divides by zero.
+                let refused = match got.as_deref() {
+                    None => false,
+                    Some("42501") | Some("22012") => true,
+                    Some(other) => {
+                        wrong.push(format!("{role} on {q}: {sql}: SQLSTATE {other}"));
+                        continue;
+                    }
+                };
+                if refused == allowed {
+                    wrong.push(format!("{role} on {q}: {sql}: {}", if allowed { "refused, should be allowed" } else { "allowed, should be refused" }));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "the privilege matrix is wrong in {} cells:\n{}", wrong.len(), wrong.join("\n"));
+    // The tables are the owner's alone.
+    let mut consumer = connect(&cluster, "postgres", "r_consume");
+    for table in ["jq_jobs", "jq_queues", "jq_job_events", "jq_grants"] {
+        assert_eq!(sqlstate(&mut consumer, &format!("SELECT * FROM {table}")).as_deref(), Some("42501"), "{table}");
+    }
+}
+
+#[test]
+fn a_prefix_pattern_covers_the_queues_it_names_and_a_revoke_takes_it_back() {
+    let cluster = Cluster::start();
+    let mut owner = cluster.connect();
+    owner.batch_execute("CREATE ROLE team LOGIN; CREATE ROLE member LOGIN IN ROLE team; SELECT jq_grant('team', 'billing.*', 'enqueue')").unwrap();
+    let mut member = connect(&cluster, "postgres", "member");
+    assert_eq!(sqlstate(&mut member, "SELECT jq_enqueue('billing.invoices', '{}')"), None, "a member inherits its role's right");
+    assert_eq!(sqlstate(&mut member, "SELECT jq_enqueue('billing', '{}')").as_deref(), Some("42501"));
+    assert_eq!(sqlstate(&mut member, "SELECT jq_enqueue('payroll', '{}')").as_deref(), Some("42501"));
+    assert!(owner.query_one("SELECT jq_revoke('team', 'billing.*', 'enqueue')", &[]).unwrap().get::<_, bool>(0));
+    // The same session, whose answer was cached, is refused at once.
+    assert_eq!(sqlstate(&mut member, "SELECT jq_enqueue('billing.invoices', '{}')").as_deref(), Some("42501"));
+    assert_eq!(sqlstate(&mut owner, "SELECT jq_grant('team', 'bad name', 'enqueue')").as_deref(), Some("22023"));
+    assert_eq!(sqlstate(&mut owner, "SELECT jq_grant('team', 'q', 'everything')").as_deref(), Some("22023"));
+    assert_eq!(sqlstate(&mut owner, "SELECT jq_grant(NULL, 'q', 'enqueue')").as_deref(), Some("22004"));
+}
+
+#[test]
+fn backoff_cannot_overflow_and_one_bad_row_does_not_stop_the_reaper() {
+    let cluster = Cluster::start_with(&PRELOADED);
+    let mut admin = cluster.connect();
+    admin.batch_execute("CREATE DATABASE poison").unwrap();
+    cluster.crash_and_restart();
+    let mut c = connect(&cluster, "poison", "postgres");
+    c.batch_execute("CREATE EXTENSION pg_jobqueue").unwrap();
+    // Every base up to the limit, every attempt up to 60, at most the cap.
+    for base in ["1 second", "1 hour", "1 day", "30 days", "100 years"] {
+        c.batch_execute(&format!(
+            "SELECT jq_configure('slow', '{{\"backoff_base\": \"{base}\", \"backoff_cap\": \"100 years\", \"max_attempts\": 60}}')"
+        ))
+        .unwrap();
+        let over: i64 = c
+            .query_one("SELECT count(*) FROM generate_series(1, 60) a WHERE NOT jq_backoff('slow', a) BETWEEN interval '0' AND interval '100 years'", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(over, 0, "backoff out of bounds with base {base}");
+    }
+    // A lease expiring at its 33rd attempt with a base of an hour: reaped, not an error.
+    c.batch_execute("SELECT jq_configure('slow', '{\"backoff_base\": \"1 hour\", \"backoff_cap\": \"100 years\"}'); SELECT jq_enqueue('slow', '{}')").unwrap();
+    let slow: i64 = c.query_one("SELECT id FROM jq_claim('slow', 'w', '100 ms')", &[]).unwrap().get(0);
+    c.execute("UPDATE jq_jobs SET attempt_count = 33 WHERE id = $1", &[&slow]).unwrap();
+    // One row that fails whatever is done to it (a trigger stands for any such fault), and a job of
+    // another queue whose lease expires after it.
+    c.batch_execute("SELECT jq_enqueue('bad', '{}'); SELECT jq_enqueue('good', '{}')").unwrap();
+    let bad: i64 = c.query_one("SELECT id FROM jq_claim('bad', 'w', '100 ms')", &[]).unwrap().get(0);
+    c.batch_execute(&format!(
+        "CREATE FUNCTION public.refuse() RETURNS trigger LANGUAGE plpgsql AS $t$ BEGIN
+             IF NEW.id = {bad} THEN RAISE EXCEPTION 'this row cannot change'; END IF; RETURN NEW; END $t$;
+         CREATE TRIGGER refuse BEFORE UPDATE ON jq_jobs FOR EACH ROW EXECUTE FUNCTION public.refuse();"
+    ))
+    .unwrap();
+    let good: i64 = c.query_one("SELECT id FROM jq_claim('good', 'w', '300 ms')", &[]).unwrap().get(0);
+    let status = |c: &mut Client, id: i64| -> String { c.query_one("SELECT status::text FROM jq_jobs WHERE id = $1", &[&id]).unwrap().get(0) };
+    wait_until("the reaper reaped the good queue's lease", || status(&mut c, good) == "pending" && status(&mut c, slow) == "pending");
+    assert_eq!(status(&mut c, bad), "running", "the bad row cannot change");
+    let warnings = cluster.log().matches(&format!("expired lease of job {bad} could not be reaped")).count();
+    assert_eq!(warnings, 1, "the bad row is logged once");
+    // A new lease that expires later is reaped too: the bad row is skipped, not retried each pass.
+    c.batch_execute("SELECT jq_enqueue('good', '{}')").unwrap();
+    let later: i64 = c.query_one("SELECT id FROM jq_claim('good', 'w', '100 ms')", &[]).unwrap().get(0);
+    wait_until("the reaper reaped the later lease", || status(&mut c, later) == "pending");
+}
+
+#[test]
+fn a_stranger_listening_changes_nothing_for_producers() {
+    let cluster = Cluster::start_with(&PRELOADED[..1]);
+    let mut owner = cluster.connect();
+    owner
+        .batch_execute("CREATE ROLE producer LOGIN; CREATE ROLE stranger LOGIN; SELECT jq_grant('producer', 'emails', 'enqueue'); SELECT jq_configure('emails', '{}')")
+        .unwrap();
+    let mut stranger = connect(&cluster, "postgres", "stranger");
+    stranger.batch_execute("LISTEN \"jq_emails\"").unwrap();
+    let mut producer = connect(&cluster, "postgres", "producer");
+    producer.batch_execute("SELECT jq_enqueue('emails', '{}')").unwrap();
+    // The stranger's LISTEN did not switch NOTIFY on: nobody with a right listens.
+    stranger.batch_execute("SELECT 1").unwrap();
+    assert_eq!(stranger.notifications().len(), 0, "the stranger heard an enqueue");
+    // A consumer's LISTEN does.
+    owner.batch_execute("CREATE ROLE consumer LOGIN; SELECT jq_grant('consumer', 'emails', 'consume')").unwrap();
+    let mut consumer = connect(&cluster, "postgres", "consumer");
+    consumer.batch_execute("LISTEN \"jq_emails\"").unwrap();
+    producer.batch_execute("SELECT jq_enqueue('emails', '{}')").unwrap();
+    wait_until("the consumer heard the enqueue", || {
+        consumer.batch_execute("SELECT 1").unwrap();
+        consumer.notifications().len() > 0
+    });
+}
+
+#[test]
+fn queues_of_the_same_name_in_two_databases_are_counted_apart() {
+    let cluster = Cluster::start_with(&PRELOADED[..1]);
+    let mut admin = cluster.connect();
+    admin.batch_execute("CREATE DATABASE second").unwrap();
+    let mut second = connect(&cluster, "second", "postgres");
+    second.batch_execute("CREATE EXTENSION pg_jobqueue").unwrap();
+    for (client, n) in [(&mut admin, 3), (&mut second, 5)] {
+        client.batch_execute(&format!("SELECT jq_enqueue_batch('emails', array_fill('{{}}'::jsonb, ARRAY[{n}])); SELECT count(*) FROM jq_claim('emails', 'w', batch_size => {n})")).unwrap();
+    }
+    let claims = |c: &mut Client| -> i64 { c.query_one("SELECT claims FROM jq_queue_counters() WHERE queue_name = 'emails'", &[]).unwrap().get(0) };
+    assert_eq!(claims(&mut admin), 3);
+    assert_eq!(claims(&mut second), 5);
+    // A reset in one database leaves the other's figures alone.
+    second.batch_execute("SELECT jq_stats_reset()").unwrap();
+    assert_eq!(claims(&mut admin), 3);
+    assert_eq!(claims(&mut second), 0);
+}
+
+#[test]
+fn a_missing_database_is_logged_once_and_the_others_are_reaped() {
+    let cluster = Cluster::start_with(&["shared_preload_libraries = 'pg_jobqueue'", "pg_jobqueue.reaper_databases = 'nosuchdb, postgres'"]);
+    let mut c = cluster.connect();
+    c.batch_execute("SELECT jq_enqueue('q', '{}')").unwrap();
+    let id: i64 = c.query_one("SELECT id FROM jq_claim('q', 'w', '100 ms')", &[]).unwrap().get(0);
+    wait_until("the reaper of postgres reaped", || {
+        c.query_one("SELECT status::text FROM jq_jobs WHERE id = $1", &[&id]).unwrap().get::<_, String>(0) == "pending"
+    });
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let log = cluster.log();
+    assert_eq!(log.matches("database \"nosuchdb\" does not exist").count(), 1, "logged once, not once a second:\n{log}");
+}
+
+#[test]
+fn the_reaper_runs_as_the_configured_role_and_waits_for_its_right() {
+    let cluster = Cluster::start_with(&[
+        "shared_preload_libraries = 'pg_jobqueue'",
+        "pg_jobqueue.reaper_databases = 'postgres'",
+        "pg_jobqueue.reaper_role = 'reaper'",
+        "pg_jobqueue.reaper_interval = 100",
+    ]);
+    cluster.connect().batch_execute("CREATE ROLE reaper LOGIN").unwrap();
+    // The launcher looks for a role that did not exist at start only once a minute.
+    cluster.crash_and_restart();
+    let mut c = cluster.connect();
+    wait_until("the reaper connected as its role", || {
+        c.query_opt("SELECT usename::text FROM pg_stat_activity WHERE backend_type = 'pg_jobqueue reaper'", &[])
+            .unwrap()
+            .is_some_and(|r| r.get::<_, String>(0) == "reaper")
+    });
+    c.batch_execute("SELECT jq_enqueue('q', '{}')").unwrap();
+    let id: i64 = c.query_one("SELECT id FROM jq_claim('q', 'w', '100 ms')", &[]).unwrap().get(0);
+    wait_until("the reaper said it may not reap", || cluster.log().contains("may not EXECUTE jq_reap()"));
+    let status = |c: &mut Client| -> String { c.query_one("SELECT status::text FROM jq_jobs WHERE id = $1", &[&id]).unwrap().get(0) };
+    assert_eq!(status(&mut c), "running", "a reaper without the right reaps nothing");
+    c.batch_execute("GRANT EXECUTE ON FUNCTION jq_reap(int), jq_prune(int) TO reaper").unwrap();
+    // It looks again within a minute.
+    jq_harness::wait_until_within("the reaper reaped once it may", std::time::Duration::from_secs(90), || status(&mut c) == "pending");
+    assert_eq!(cluster.log().matches("may not EXECUTE jq_reap()").count(), 1, "logged once");
+}
