@@ -26,6 +26,7 @@ scripts/pg.sh start "$DIR" "$PORT" "synchronous_commit = ${SYNCHRONOUS_COMMIT:-o
 psql -X -q -v ON_ERROR_STOP=1 <<'SQL'
 CREATE EXTENSION pg_jobqueue;
 INSERT INTO jq_queues (queue_name, concurrency_limit) VALUES ('limit', 1000);
+SET pg_jobqueue.max_batch_size = 100000;
 SELECT count(*) FROM jq_enqueue_batch('baseline', array_fill('{}'::jsonb, ARRAY[100000]));
 SELECT count(*) FROM jq_enqueue_batch('inline', array_fill('{}'::jsonb, ARRAY[100000]));
 SELECT count(*) FROM jq_enqueue_batch('limit', array_fill('{}'::jsonb, ARRAY[100000]));

@@ -17,7 +17,7 @@ trap 'scripts/pg.sh stop "$DIR"' EXIT
 scripts/pg.sh stop "$DIR"
 scripts/pg.sh start "$DIR" "$PORT" "shared_preload_libraries = 'pg_jobqueue'"
 "${PSQL[@]}" -c "CREATE EXTENSION pg_jobqueue"
-"${PSQL[@]}" -c "SELECT count(*) FROM jq_enqueue_batch('lat', array_fill('{}'::jsonb, ARRAY[$JOBS]))" >/dev/null
+"${PSQL[@]}" -c "SET pg_jobqueue.max_batch_size = 1000000" -c "SELECT count(*) FROM jq_enqueue_batch('lat', array_fill('{}'::jsonb, ARRAY[$JOBS]))" >/dev/null
 # Staggered claims, so that expiries fall at different points of the reaper's interval.
 for _ in $(seq 1 "$JOBS"); do
   "${PSQL[@]}" -c "SELECT id FROM jq_claim('lat', 'abandoned', interval '1 second')" >/dev/null

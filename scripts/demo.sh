@@ -34,8 +34,10 @@ say "server up on port $PORT (pg_jobqueue preloaded)"
 "${PSQL[@]}" -c "INSERT INTO jq_queues (queue_name, default_lease, backoff_base) VALUES ('demo', '3 seconds', '100 ms')"
 say "queue 'demo': default lease 3 s, backoff from 100 ms"
 
-"${PSQL[@]}" -c "SELECT count(*) FROM jq_enqueue_batch('demo',
-    (SELECT array_agg(jsonb_build_object('n', i)) FROM generate_series(1, $JOBS) i))" >/dev/null
+# In batches of pg_jobqueue.max_batch_size (1000) at most.
+"${PSQL[@]}" -c "SELECT count(*) FROM generate_series(0, $JOBS - 1, 1000) c,
+    LATERAL jq_enqueue_batch('demo', (SELECT array_agg(jsonb_build_object('n', i))
+                                      FROM generate_series(c + 1, least(c + 1000, $JOBS)) i))" >/dev/null
 say "enqueued $JOBS jobs into queue 'demo'"
 
 # The job: read the payload {"n": N} from stdin. Every 97th job fails its first attempt with exit

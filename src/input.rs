@@ -196,9 +196,12 @@ pub fn retry_in(value: Option<Interval>, now: TimestampWithTimeZone) -> Option<I
     Some(delay)
 }
 
-/// A dedup or ordering key: NULL (none), or a non-empty text short enough for its index.
+/// A dedup or ordering key: NULL (none), or a text short enough for its index.
 pub fn key<'a>(argument: &str, value: Option<&'a str>) -> Option<&'a str> {
-    value.map(|key| required_text(argument, Some(key), MAX_KEY_CHARS))
+    if value.is_some_and(|key| key.chars().count() > MAX_KEY_CHARS) {
+        invalid_argument(argument, format_args!("must be at most {MAX_KEY_CHARS} characters"));
+    }
+    value
 }
 
 /// A batch enqueue's payloads: present, within `pg_jobqueue.max_batch_size`, none NULL or too large.

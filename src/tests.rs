@@ -881,6 +881,66 @@ mod tests {
     }
 
     #[pg_test]
+    fn interval_settings_stay_in_bounds() {
+        for bad in [
+            "INSERT INTO jq_queues (queue_name, starvation_limit) VALUES ('q', '300000 years')",
+            "INSERT INTO jq_queues (queue_name, default_lease) VALUES ('q', '300000 years')",
+            "INSERT INTO jq_queues (queue_name, max_runtime) VALUES ('q', '1 mon -30 days 23:59:59')",
+            "INSERT INTO jq_queues (queue_name, retention) VALUES ('q', '10000 years')",
+            "INSERT INTO jq_queues (queue_name, backoff_base, backoff_cap) VALUES ('q', '1 s', '101 years')",
+        ] {
+            assert!(error_of(bad).starts_with("23514"), "{bad} was accepted");
+        }
+        run("INSERT INTO jq_queues (queue_name, retention, max_runtime) VALUES ('q', '100 years', '1 mon 2 days')");
+    }
+
+    #[pg_test]
+    fn configure_changes_the_named_settings_and_refuses_bad_ones_whole() {
+        let settings = one::<pgrx::JsonB>("SELECT jq_configure('cfg', '{\"max_attempts\": 3, \"concurrency_limit\": 2}')").0;
+        assert_eq!(settings["max_attempts"], 3);
+        assert_eq!(settings["concurrency_limit"], 2);
+        assert_eq!(settings["default_lease"], "00:01:00", "the others keep their defaults");
+        let settings = one::<pgrx::JsonB>("SELECT jq_configure('cfg', '{\"concurrency_limit\": null}')").0;
+        assert!(settings["concurrency_limit"].is_null());
+        assert_eq!(settings["max_attempts"], 3, "a setting not named is kept");
+        for bad in [
+            "'{\"nonsense\": 1}'",
+            "'[1]'",
+            "'{\"max_attempts\": 0}'",
+            "'{\"max_attempts\": 5, \"default_lease\": \"2 days\"}'",
+            "'{\"max_attempts\": 5, \"retention\": \"-1 s\"}'",
+            "'{\"max_attempts\": \"five\"}'",
+        ] {
+            let error = error_of(&format!("SELECT jq_configure('cfg', {bad})"));
+            assert!(error.starts_with("22023") && error.contains("settings"), "{bad}: {error}");
+        }
+        assert_eq!(one::<i32>("SELECT max_attempts FROM jq_queues WHERE queue_name = 'cfg'"), 3, "a refused change changes nothing");
+    }
+
+    #[pg_test]
+    fn interval_arguments_are_judged_by_what_they_add() {
+        enqueue("iv");
+        // Less than a day as intervals compare, but it adds a month less 30 days plus almost a day.
+        run("SET LOCAL pg_jobqueue.max_lease = '1d'");
+        run("SET LOCAL TimeZone = 'UTC'");
+        // Which it is depends on the length of this month: whatever it is, the claim must agree.
+        let claim = "SELECT count(*) FROM jq_claim('iv', 'w', interval '1 mon -30 days 23:59:59')";
+        let adds = "SELECT clock_timestamp() + interval '1 mon -30 days 23:59:59' - clock_timestamp()";
+        let added = one::<pgrx::datum::Interval>(adds).as_micros();
+        if added > 86_400_000_000 || added <= 0 {
+            assert_refused(claim, "22023", "lease");
+        } else {
+            assert_eq!(one::<i64>(claim), 1);
+        }
+        assert_refused("SELECT count(*) FROM jq_claim('iv', 'w', interval '178000000 years')", "22023", "lease");
+        assert_refused("SELECT count(*) FROM jq_claim('iv', 'w', wait => interval '2147483647 days')", "22023", "wait");
+        assert_refused("SELECT jq_fail(1, 'w', 1, 'E', retry_in => interval '100 years')", "22023", "retry_in");
+        assert_refused(&format!("SELECT jq_enqueue('iv', '{{}}', dedup_key => '{}')", "k".repeat(257)), "22023", "dedup_key");
+        assert_refused(&format!("SELECT jq_enqueue('iv', '{{}}', ordering_key => '{}')", "k".repeat(257)), "22023", "ordering_key");
+        assert_refused("SELECT count(*) FROM jq_enqueue_batch('iv', array_fill('{}'::jsonb, ARRAY[1001]))", "22023", "payloads");
+    }
+
+    #[pg_test]
     fn bad_enqueue_arguments_are_refused() {
         assert_refused("SELECT jq_enqueue(NULL, '{}')", "22004", "queue_name");
         assert_refused("SELECT jq_enqueue('', '{}')", "22023", "queue_name");

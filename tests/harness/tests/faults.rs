@@ -13,7 +13,12 @@ use jq_harness::{wait_until, Client, Cluster};
 
 fn enqueue_many(client: &mut Client, queue: &str, n: i32) {
     client
-        .execute("SELECT count(*) FROM jq_enqueue_batch($1, array_fill('{}'::jsonb, ARRAY[$2::int]))", &[&queue, &n])
+        .execute(
+            // In batches of pg_jobqueue.max_batch_size (1000) at most.
+            "SELECT count(*) FROM generate_series(0, $2::int - 1, 1000) c,
+                    LATERAL jq_enqueue_batch($1, array_fill('{}'::jsonb, ARRAY[least(1000, $2::int - c)]))",
+            &[&queue, &n],
+        )
         .unwrap();
 }
 
@@ -414,14 +419,14 @@ fn boundary_10_a_million_job_backlog_keeps_plans_and_recovers_in_bounded_passes(
     client
         .batch_execute(&format!(
             "PREPARE claim(text, text, interval, int, timestamptz, bool) AS {};
-             PREPARE reap(int, timestamptz, text) AS {};",
+             PREPARE reap(int, timestamptz, text, bigint[], bigint) AS {};",
             include_str!("../../../sql/queries/claim.sql"),
             include_str!("../../../sql/queries/reap.sql")
         ))
         .unwrap();
     let claim_plan = plan(&mut client, "EXPLAIN EXECUTE claim('big', 'w', NULL, 10, clock_timestamp(), false)");
     assert!(claim_plan.contains("jq_jobs_claim") && !claim_plan.contains("Seq Scan on jq_jobs"), "{claim_plan}");
-    let reap_plan = plan(&mut client, "EXPLAIN EXECUTE reap(10000, clock_timestamp(), NULL)");
+    let reap_plan = plan(&mut client, "EXPLAIN EXECUTE reap(10000, clock_timestamp(), NULL, '{}', NULL)");
     assert!(reap_plan.contains("jq_jobs_running") && !reap_plan.contains("Seq Scan on jq_jobs"), "{reap_plan}");
 
     // Claiming takes more than a second here; inline recovery would start reaping the first leases.

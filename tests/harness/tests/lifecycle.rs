@@ -38,8 +38,10 @@ fn eight_claimers_drain_the_queue_and_each_grant_is_unique() {
     cluster
         .connect()
         .execute(
-            "SELECT count(*) FROM jq_enqueue_batch('drain',
-                 (SELECT array_agg(jsonb_build_object('n', i)) FROM generate_series(1, $1::int) i))",
+            // In batches of pg_jobqueue.max_batch_size (1000) at most.
+            "SELECT count(*) FROM generate_series(0, $1::int - 1, 1000) c,
+                    LATERAL jq_enqueue_batch('drain', (SELECT array_agg(jsonb_build_object('n', i))
+                                                       FROM generate_series(c + 1, least(c + 1000, $1::int)) i))",
             &[&(JOBS as i32)],
         )
         .unwrap();

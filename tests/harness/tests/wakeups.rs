@@ -332,3 +332,34 @@ fn a_waiting_claim_that_recovered_leases_inline_returns_to_commit_them() {
     let status: String = admin.query_one("SELECT status::text FROM jq_jobs WHERE id = $1", &[&id]).unwrap().get(0);
     assert_eq!(status, "pending", "the recovery was not committed");
 }
+
+/// A waiting claim inside a PL/pgSQL loop over a query: the loop's cursor reads with an older
+/// snapshot than the claim's looks, so the claim keeps the backend's horizon while it sleeps. Had it
+/// cleared it, the concurrent DELETE and VACUUM below would remove rows the loop has yet to read.
+#[test]
+fn a_waiting_claim_inside_a_plpgsql_loop_keeps_the_loops_rows() {
+    let cluster = Cluster::start_with(&[PRELOAD]);
+    let mut other = cluster.connect();
+    other
+        .batch_execute(
+            "CREATE TABLE rows_to_read (n int); INSERT INTO rows_to_read SELECT generate_series(1, 2000);
+             CREATE FUNCTION read_all_waiting_once() RETURNS int LANGUAGE plpgsql AS $f$
+             DECLARE seen int := 0; r record;
+             BEGIN
+                 FOR r IN SELECT n FROM rows_to_read LOOP
+                     seen := seen + 1;
+                     IF seen = 1 THEN PERFORM * FROM jq_claim('nothing', 'waiter', wait => '3 s'); END IF;
+                 END LOOP;
+                 RETURN seen;
+             END $f$;",
+        )
+        .unwrap();
+    let mut client = cluster.connect();
+    client.batch_execute("SET application_name = 'waiter'").unwrap();
+    let reader = thread::spawn(move || client.query_one("SELECT read_all_waiting_once()", &[]).map(|r| r.get::<_, i32>(0)));
+    let (xmin_released, _) = sleeping_waiter(&mut other);
+    assert!(!xmin_released, "the claim released a horizon its caller's cursor still needs");
+    other.batch_execute("DELETE FROM rows_to_read").unwrap();
+    other.batch_execute("VACUUM rows_to_read").unwrap();
+    assert_eq!(reader.join().unwrap().unwrap(), 2000, "the loop lost rows");
+}
