@@ -3,11 +3,13 @@
 //!
 //! One row must never stop reaping for everyone: a statement that fails on one row fails for all
 //! of them. So a pass runs in a subtransaction, and when it fails, the expired rows are reaped one
-//! by one, each in a subtransaction of its own; a row that fails on its own is logged, and skipped
-//! by this session's later passes (the background reaper's, for the life of the worker).
+//! by one, each in a subtransaction of its own. A row that fails on its own is logged (once per
+//! session), and this session's later passes leave it out for `SKIP_FOR`, then try it again: a
+//! fault that is mended (a trigger dropped, a constraint fixed) lets the row be reaped.
 
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
 
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::pg_sys::PgOid;
@@ -21,9 +23,15 @@ use crate::{clock, input};
 const REAP: &str = include_str!("../sql/queries/reap.sql");
 const EXPIRED: &str = include_str!("../sql/queries/reap_expired_ids.sql");
 
+/// How long a row whose reap failed on its own is left out before it is tried again: long enough
+/// that it costs the passes nothing, short enough that a mended row is reaped soon.
+const SKIP_FOR: Duration = Duration::from_secs(10);
+
 thread_local! {
-    /// Jobs whose reap failed on their own in this session. A backend is one thread.
-    static SKIPPED: RefCell<BTreeSet<i64>> = const { RefCell::new(BTreeSet::new()) };
+    /// Jobs whose reap failed on their own in this session, and when. A backend is one thread.
+    static SKIPPED: RefCell<BTreeMap<i64, Instant>> = const { RefCell::new(BTreeMap::new()) };
+    /// Jobs whose failure this session has logged.
+    static LOGGED: RefCell<BTreeSet<i64>> = const { RefCell::new(BTreeSet::new()) };
 }
 
 /// Reaps up to `max_jobs` expired leases in one statement; returns how many it reaped. Rows that a
@@ -40,7 +48,11 @@ fn jq_reap(max_jobs: default!(Option<i32>, 10000)) -> spi::Result<i32> {
 /// the search_path (SQL functions pin it; the background worker sets it).
 pub fn reap_expired(max_jobs: i32, queue_name: Option<&str>) -> spi::Result<i32> {
     let now = clock::now();
-    let skipped: Vec<i64> = SKIPPED.with(|skipped| skipped.borrow().iter().copied().collect());
+    let skipped: Vec<i64> = SKIPPED.with(|skipped| {
+        let mut skipped = skipped.borrow_mut();
+        skipped.retain(|_, at| at.elapsed() < SKIP_FOR);
+        skipped.keys().copied().collect()
+    });
     if let Ok(reaped) = in_subtransaction(|| reap(max_jobs, now, queue_name, &skipped, None)) {
         return Ok(reaped);
     }
@@ -52,8 +64,10 @@ pub fn reap_expired(max_jobs: i32, queue_name: Option<&str>) -> spi::Result<i32>
         match in_subtransaction(|| reap(1, now, queue_name, &skipped, Some(id))) {
             Ok(n) => reaped += n,
             Err(message) => {
-                warning!("pg_jobqueue: the expired lease of job {id} could not be reaped and is skipped by this session from now on: {message}");
-                SKIPPED.with(|skipped| skipped.borrow_mut().insert(id));
+                if LOGGED.with(|logged| logged.borrow_mut().insert(id)) {
+                    warning!("pg_jobqueue: the expired lease of job {id} could not be reaped; the others were, and it is tried again every {} s: {message}", SKIP_FOR.as_secs());
+                }
+                SKIPPED.with(|skipped| skipped.borrow_mut().insert(id, Instant::now()));
             }
         }
     }

@@ -30,7 +30,7 @@ CREATE FUNCTION public.hook(name text) RETURNS void LANGUAGE plpgsql AS $h$
 BEGIN
     INSERT INTO public.hook_log (hook) VALUES (name);
     BEGIN
-        EXECUTE format('ALTER ROLE %I SUPERUSER', 'CREATOR');
+        EXECUTE pg_catalog.format('ALTER ROLE %I SUPERUSER', 'CREATOR');
     EXCEPTION WHEN insufficient_privilege THEN NULL;
     END;
 END $h$;

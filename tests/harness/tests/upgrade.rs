@@ -106,12 +106,13 @@ fn objects(client: &mut Client) -> Vec<String> {
 fn an_upgrade_from_0_2_0_moves_table_rights_to_queue_rights_and_keeps_leases() {
     let cluster = Cluster::start();
     let mut admin = cluster.connect();
-    admin.batch_execute("CREATE DATABASE upgraded; CREATE ROLE worker LOGIN").unwrap();
+    admin.batch_execute("CREATE DATABASE upgraded").unwrap();
+    admin.batch_execute("CREATE ROLE worker LOGIN").unwrap();
     let dsn = |user: &str| cluster.dsn().replace("dbname=postgres", "dbname=upgraded").replace("user=postgres", &format!("user={user}"));
     let mut old = postgres::Client::connect(&dsn("postgres"), postgres::NoTls).unwrap();
     old.batch_execute(
         "CREATE EXTENSION pg_jobqueue VERSION '0.2.0';
-         GRANT SELECT, INSERT, UPDATE ON jq_jobs, jq_job_events TO worker;
+         GRANT SELECT, INSERT, UPDATE ON jq_jobs, jq_job_events, jq_queues TO worker;
          GRANT USAGE ON SEQUENCE jq_jobs_id_seq, jq_job_events_id_seq TO worker;
          INSERT INTO jq_queues (queue_name, retention) VALUES ('kept', '10000 years');",
     )
@@ -123,7 +124,8 @@ fn an_upgrade_from_0_2_0_moves_table_rights_to_queue_rights_and_keeps_leases() {
 
     old.batch_execute("ALTER EXTENSION pg_jobqueue UPDATE TO '0.3.0'").unwrap();
     let rights = text_rows(&mut old, "SELECT role || ' ' || queue || ' ' || privilege FROM jq_grants ORDER BY 1");
-    assert_eq!(rights, ["worker * consume", "worker * enqueue", "worker * monitor"]);
+    // Under 0.2.0 every claim needed UPDATE on jq_queues, which also let workers change settings.
+    assert_eq!(rights, ["worker * consume", "worker * enqueue", "worker * manage", "worker * monitor"]);
     let retention: String = old.query_one("SELECT retention::text FROM jq_queues", &[]).unwrap().get(0);
     assert_eq!(retention, "876600:00:00", "a retention out of bounds became the longest allowed");
 
