@@ -71,3 +71,11 @@ CROSS JOIN LATERAL (
            CASE WHEN q.queue_name IS NULL THEN interval '1 hour' ELSE q.warn_dead_age END
                AS warn_dead_age
 ) t;
+
+-- The jobs, and their events, of the queues the caller may manage: what an operator reads to decide
+-- on a re-drive or a cancel, without a right on the tables (README, "Security").
+CREATE VIEW jq_managed_jobs WITH (security_barrier) AS
+SELECT j.* FROM jq_jobs j WHERE jq_has_right(j.queue_name, 'manage');
+
+CREATE VIEW jq_managed_job_events WITH (security_barrier) AS
+SELECT e.* FROM jq_job_events e WHERE jq_has_right(e.queue_name, 'manage');

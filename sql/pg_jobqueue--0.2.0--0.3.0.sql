@@ -77,7 +77,8 @@ CREATE FUNCTION "jq_grants_changed"()
 
 
 -- Settings out of the new bounds would make the constraints below refuse the upgrade: each becomes
--- the plain length it compared as, in seconds between 1 and 100 years, and a warning says so.
+-- the plain length it compared as, in seconds between 1 and 100 years (36,000 days, as intervals
+-- compare), and a warning says so.
 DO $$
 DECLARE
     setting text;
@@ -88,7 +89,7 @@ BEGIN
     LOOP
         EXECUTE pg_catalog.format(
             'UPDATE jq_queues SET %1$I = pg_catalog.make_interval(secs => least(greatest(
-                 extract(epoch FROM %1$I), 1), 3155760000)::float8)
+                 extract(epoch FROM %1$I), 1), 3110400000)::float8)
              WHERE NOT jq_setting_interval_ok(%1$I)', setting);
         GET DIAGNOSTICS changed = ROW_COUNT;
         IF changed OPERATOR(pg_catalog.>) 0 THEN
@@ -198,6 +199,14 @@ CROSS JOIN LATERAL (
                AS warn_dead_age
 ) t;
 
+-- The jobs, and their events, of the queues the caller may manage: what an operator reads to decide
+-- on a re-drive or a cancel, without a right on the tables (README, "Security").
+CREATE VIEW jq_managed_jobs WITH (security_barrier) AS
+SELECT j.* FROM jq_jobs j WHERE jq_has_right(j.queue_name, 'manage');
+
+CREATE VIEW jq_managed_job_events WITH (security_barrier) AS
+SELECT e.* FROM jq_job_events e WHERE jq_has_right(e.queue_name, 'manage');
+
 -- Every function of 0.2.0 pins pg_catalog first, as the new ones do.
 DO $$
 DECLARE
@@ -245,7 +254,9 @@ BEGIN
 END
 $$;
 
--- Tell every session to forget its cached rights when jq_grants changes (rights.rs).
+-- Tell every session to forget its cached rights when jq_grants changes (rights.rs). Its path is
+-- pinned like every other function's.
+ALTER FUNCTION jq_grants_changed() SET search_path = pg_catalog, @extschema@, pg_temp;
 CREATE TRIGGER jq_grants_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON jq_grants
     FOR EACH STATEMENT EXECUTE FUNCTION jq_grants_changed();
@@ -300,6 +311,13 @@ BEGIN
         EXECUTE pg_catalog.format('GRANT SELECT ON jq_queue_stats, jq_queue_health TO %s', role);
     ELSE
         EXECUTE pg_catalog.format('REVOKE SELECT ON jq_queue_stats, jq_queue_health FROM %s', role);
+    END IF;
+    IF EXISTS (SELECT 1 FROM jq_grants g
+               WHERE g.role::oid OPERATOR(pg_catalog.=) jq_sync_function_rights.role::oid
+                 AND g.privilege OPERATOR(pg_catalog.=) 'manage') THEN
+        EXECUTE pg_catalog.format('GRANT SELECT ON jq_managed_jobs, jq_managed_job_events TO %s', role);
+    ELSE
+        EXECUTE pg_catalog.format('REVOKE SELECT ON jq_managed_jobs, jq_managed_job_events FROM %s', role);
     END IF;
 END
 $$;

@@ -23,7 +23,9 @@ BEGIN
 END
 $$;
 
--- Tell every session to forget its cached rights when jq_grants changes (rights.rs).
+-- Tell every session to forget its cached rights when jq_grants changes (rights.rs). Its path is
+-- pinned like every other function's.
+ALTER FUNCTION jq_grants_changed() SET search_path = pg_catalog, @extschema@, pg_temp;
 CREATE TRIGGER jq_grants_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON jq_grants
     FOR EACH STATEMENT EXECUTE FUNCTION jq_grants_changed();
@@ -78,6 +80,13 @@ BEGIN
         EXECUTE pg_catalog.format('GRANT SELECT ON jq_queue_stats, jq_queue_health TO %s', role);
     ELSE
         EXECUTE pg_catalog.format('REVOKE SELECT ON jq_queue_stats, jq_queue_health FROM %s', role);
+    END IF;
+    IF EXISTS (SELECT 1 FROM jq_grants g
+               WHERE g.role::oid OPERATOR(pg_catalog.=) jq_sync_function_rights.role::oid
+                 AND g.privilege OPERATOR(pg_catalog.=) 'manage') THEN
+        EXECUTE pg_catalog.format('GRANT SELECT ON jq_managed_jobs, jq_managed_job_events TO %s', role);
+    ELSE
+        EXECUTE pg_catalog.format('REVOKE SELECT ON jq_managed_jobs, jq_managed_job_events FROM %s', role);
     END IF;
 END
 $$;

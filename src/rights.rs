@@ -243,7 +243,7 @@ fn jq_grants_changed<'a>(
     Ok(None)
 }
 
-extension_sql_file!("../sql/monitoring.sql", name = "monitoring", requires = [jq_can_see]);
+extension_sql_file!("../sql/monitoring.sql", name = "monitoring", requires = [jq_can_see, jq_has_right]);
 
 /// `jq_can_see(queue_name)`: the row filter of the figures views.
 #[pg_extern(stable, parallel_safe, strict)]

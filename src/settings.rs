@@ -71,6 +71,7 @@ extension_sql_file!("../sql/settings.sql", name = "settings", requires = [jq_set
 #[pg_extern(immutable, parallel_safe, strict)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_setting_interval_ok(value: Interval) -> bool {
-    const CENTURY_MICROS: i128 = 36_525 * 86_400 * 1_000_000;
+    // interval '100 years', as interval comparison counts it (1,200 months of 30 days).
+    const CENTURY_MICROS: i128 = 1_200 * 30 * 86_400 * 1_000_000;
     value.months() >= 0 && value.days() >= 0 && value.micros() >= 0 && value.as_micros() <= CENTURY_MICROS
 }

@@ -127,7 +127,7 @@ fn an_upgrade_from_0_2_0_moves_table_rights_to_queue_rights_and_keeps_leases() {
     // Under 0.2.0 every claim needed UPDATE on jq_queues, which also let workers change settings.
     assert_eq!(rights, ["worker * consume", "worker * enqueue", "worker * manage", "worker * monitor"]);
     let retention: String = old.query_one("SELECT retention::text FROM jq_queues", &[]).unwrap().get(0);
-    assert_eq!(retention, "876600:00:00", "a retention out of bounds became the longest allowed");
+    assert_eq!(retention, "864000:00:00", "a retention out of bounds became the longest allowed");
 
     // A new session: the old one cached the 0.2.0 definitions' behaviour.
     let mut worker = postgres::Client::connect(&dsn("worker"), postgres::NoTls).unwrap();
