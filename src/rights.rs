@@ -143,9 +143,10 @@ fn extension() -> (pg_sys::Oid, bool) {
     register_invalidation_callbacks();
     let known = Spi::connect(|client| {
         let row = client.select(EXTENSION_OWNER, Some(1), &[])?.first();
-        Ok::<_, pgrx::spi::Error>((row.get::<pg_sys::Oid>(1)?, row.get::<bool>(2)?))
+        Ok::<_, pgrx::spi::Error>((row.get::<pg_sys::Oid>(1)?, row.get::<bool>(2)?, row.get::<pg_sys::Oid>(3)?))
     })
     .expect("pg_extension is readable");
+    GRANTS_OID.set(known.2);
     let known = (
         known.0.expect("the extension is installed in this database"),
         known.1.unwrap_or(false),
@@ -211,12 +212,12 @@ fn register_invalidation_callbacks() {
     CALLBACKS_REGISTERED.set(true);
 }
 
-/// Any relcache invalidation may be of jq_grants (its statement trigger sends one, and dropping the
-/// extension drops the table). Rights change rarely, so forgetting on every one costs little: the
-/// answers are rebuilt one lookup at a time.
+/// jq_grants changed (its statement trigger sends an invalidation of it, in every session), or it
+/// was dropped with the extension, or every relation was invalidated at once. While the table's oid
+/// is not known, any invalidation may be of it.
 #[pg_guard]
 unsafe extern "C-unwind" fn relation_changed(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
-    if relid == pg_sys::InvalidOid || Some(relid) == GRANTS_OID.get() {
+    if relid == pg_sys::InvalidOid || GRANTS_OID.get().is_none_or(|grants| grants == relid) {
         forget();
     }
 }
@@ -227,7 +228,7 @@ unsafe extern "C-unwind" fn roles_changed(_arg: pg_sys::Datum, _cache: i32, _has
 }
 
 thread_local! {
-    /// jq_grants' oid, learned from its trigger; None until then (then every invalidation forgets).
+    /// jq_grants' oid, read with the owner; None until then (then every invalidation forgets).
     static GRANTS_OID: Cell<Option<pg_sys::Oid>> = const { Cell::new(None) };
 }
 
@@ -237,9 +238,7 @@ thread_local! {
 fn jq_grants_changed<'a>(
     trigger: &'a pgrx::PgTrigger<'a>,
 ) -> Result<Option<PgHeapTuple<'a, pgrx::AllocatedByPostgres>>, pgrx::PgTriggerError> {
-    let relid = trigger.relation()?.oid();
-    GRANTS_OID.set(Some(relid));
-    unsafe { pg_sys::CacheInvalidateRelcacheByRelid(relid) };
+    unsafe { pg_sys::CacheInvalidateRelcacheByRelid(trigger.relation()?.oid()) };
     Ok(None)
 }
 

@@ -265,14 +265,24 @@ fn every_function_and_view_checks_the_callers_right_on_the_queue() {
 fn a_prefix_pattern_covers_the_queues_it_names_and_a_revoke_takes_it_back() {
     let cluster = Cluster::start();
     let mut owner = cluster.connect();
-    owner.batch_execute("CREATE ROLE team LOGIN; CREATE ROLE member LOGIN IN ROLE team; SELECT jq_grant('team', 'billing.*', 'enqueue')").unwrap();
+    owner
+        .batch_execute(
+            "CREATE ROLE team LOGIN; CREATE ROLE member LOGIN IN ROLE team;
+             SELECT jq_grant('team', 'billing.*', 'enqueue'); SELECT jq_grant('team', 'audit', 'enqueue');",
+        )
+        .unwrap();
     let mut member = connect(&cluster, "postgres", "member");
     assert_eq!(sqlstate(&mut member, "SELECT jq_enqueue('billing.invoices', '{}')"), None, "a member inherits its role's right");
     assert_eq!(sqlstate(&mut member, "SELECT jq_enqueue('billing', '{}')").as_deref(), Some("42501"));
     assert_eq!(sqlstate(&mut member, "SELECT jq_enqueue('payroll', '{}')").as_deref(), Some("42501"));
     assert!(owner.query_one("SELECT jq_revoke('team', 'billing.*', 'enqueue')", &[]).unwrap().get::<_, bool>(0));
-    // The same session, whose answer was cached, is refused at once.
+    // The same session, whose answer was cached, is refused at once (it keeps EXECUTE on jq_enqueue
+    // for queue audit, so the refusal is the queue right's).
     assert_eq!(sqlstate(&mut member, "SELECT jq_enqueue('billing.invoices', '{}')").as_deref(), Some("42501"));
+    assert_eq!(sqlstate(&mut member, "SELECT jq_enqueue('audit', '{}')"), None);
+    // So is a role that leaves the granted role.
+    owner.batch_execute("REVOKE team FROM member").unwrap();
+    assert_eq!(sqlstate(&mut member, "SELECT jq_enqueue('audit', '{}')").as_deref(), Some("42501"));
     assert_eq!(sqlstate(&mut owner, "SELECT jq_grant('team', 'bad name', 'enqueue')").as_deref(), Some("22023"));
     assert_eq!(sqlstate(&mut owner, "SELECT jq_grant('team', 'q', 'everything')").as_deref(), Some("22023"));
     assert_eq!(sqlstate(&mut owner, "SELECT jq_grant(NULL, 'q', 'enqueue')").as_deref(), Some("22004"));
