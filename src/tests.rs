@@ -1,4 +1,4 @@
-//! Single-session tests: each SPEC rule and each bad-input case, asserting on the rows that result.
+//! Single-session tests: each rule of the SQL interface and each bad-input case, asserting on the rows that result.
 //! Each test runs in its own transaction, rolled back afterwards. The server clock
 //! (`clock_timestamp()`) moves inside that transaction, which is what lets these tests expire leases.
 

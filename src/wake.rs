@@ -140,7 +140,7 @@ fn may_have_listeners(queue_name: &str) -> bool {
 
 /// NOTIFY is transactional: PostgreSQL delivers it at commit, drops it on rollback (of the
 /// transaction or of the subtransaction that sent it), and folds duplicates within a transaction
-/// into one, which gives SPEC's "at most one per queue per transaction".
+/// into one, which gives "at most one per queue per transaction" (README, "Wake-ups").
 fn send_notify(queue_name: &str) {
     let channel = format!("jq_{queue_name}");
     unsafe {

@@ -1,4 +1,4 @@
-//! The lifecycle broken at every boundary, against real servers (issue 5). Each test says which
+//! The lifecycle broken at every boundary, against real servers. Each test says which
 //! boundary it breaks and asserts on the final state of every job. Durations are printed, never
 //! asserted. Boundaries 3, 7 and 8 are broken in lifecycle.rs and semantics.rs.
 
