@@ -68,7 +68,7 @@ fn jq_claim_wait(
     let wait = input::wait(wait, now);
     rights::require(queue_name, Privilege::Consume);
     let Some(wait) = wait else {
-        return rights::as_owner(|| claim_now(queue_name, worker, lease, batch_size, false)).map(into_result);
+        return rights::as_owner(|| claim_now(queue_name, worker, lease, batch_size, false, now)).map(into_result);
     };
     refuse_wait_outside_read_committed();
     rights::as_owner(|| claim_waiting(queue_name, worker, lease, batch_size, wait))
@@ -88,7 +88,7 @@ fn claim_waiting(
     loop {
         // Read before looking, so that an enqueue committing after the look still wakes the sleep.
         let seen = wake::generation(queue_name);
-        let jobs = claim_now(queue_name, worker, lease, batch_size, true)?;
+        let jobs = claim_now(queue_name, worker, lease, batch_size, true, clock::now())?;
         let left = deadline.saturating_duration_since(Instant::now());
         // A look that claimed nothing may still have written or locked: inline recovery reaped
         // leases whose jobs are not yet due again, or a limited queue's lock was taken and its free
@@ -152,16 +152,17 @@ fn into_result(jobs: Vec<ClaimedJob>) -> ClaimResult {
 /// claims again within the free slots. Queues without a limit never take that lock, and a successful
 /// claim of theirs costs nothing extra. A waiting claim (`waiting`) first checks without a lock that
 /// a slot is free and a job is claimable: the lock, once taken, is held until the transaction ends,
-/// and a claim that sleeps must not hold it, or the transaction id it brings.
+/// and a claim that sleeps must not hold it, or the transaction id it brings. `now` is the clock of
+/// this look, for its recovery and its claim alike.
 fn claim_now(
     queue_name: &str,
     worker: &str,
     lease: Option<Interval>,
     batch_size: i32,
     waiting: bool,
+    now: TimestampWithTimeZone,
 ) -> spi::Result<Vec<ClaimedJob>> {
-    recover_expired_leases(queue_name)?;
-    let now = clock::now();
+    recover_expired_leases(queue_name, now)?;
     let args = |batch_size: i32, admitted: bool| -> [DatumWithOid<'static>; 6] {
         [queue_name.into(), worker.into(), lease.into(), batch_size.into(), now.into(), admitted.into()]
     };
@@ -284,12 +285,12 @@ unsafe fn statement_reads_no_table() -> bool {
 /// reaps a few expired leases of its own queue, so a queue that has live workers always recovers.
 /// Skipped where a background reaper serves the database, and done at most once per
 /// `inline_reap_interval` per session and queue, which is all recovery needs.
-fn recover_expired_leases(queue_name: &str) -> spi::Result<()> {
+fn recover_expired_leases(queue_name: &str, now: TimestampWithTimeZone) -> spi::Result<()> {
     let max = guc::INLINE_REAP_MAX.get();
     if max == 0 || reaper::serves_this_database() || !inline_reap_due(queue_name) {
         return Ok(());
     }
-    reap::reap_expired(max, Some(queue_name)).map(|_| ())
+    reap::reap_expired(max, Some(queue_name), now).map(|_| ())
 }
 
 thread_local! {

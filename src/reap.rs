@@ -12,11 +12,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
-use pgrx::pg_sys::PgOid;
 use pgrx::prelude::*;
-use pgrx::spi::{self, Query};
+use pgrx::spi;
 
-use crate::spi_util::in_subtransaction;
+use crate::spi_util::{in_subtransaction, rows_planned_per_call};
 use crate::stats::{self, Counter};
 use crate::{clock, input};
 
@@ -41,13 +40,12 @@ thread_local! {
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_reap(max_jobs: default!(Option<i32>, 10000)) -> spi::Result<i32> {
     let max_jobs = input::max_jobs(max_jobs);
-    crate::rights::as_owner(|| reap_expired(max_jobs, None))
+    crate::rights::as_owner(|| reap_expired(max_jobs, None, clock::now()))
 }
 
-/// Reaps up to `max_jobs` expired leases, of one queue or of all. Expects the extension's schema on
-/// the search_path (SQL functions pin it; the background worker sets it).
-pub fn reap_expired(max_jobs: i32, queue_name: Option<&str>) -> spi::Result<i32> {
-    let now = clock::now();
+/// Reaps up to `max_jobs` leases expired at `now`, of one queue or of all. Expects the extension's
+/// schema on the search_path (SQL functions pin it; the background worker sets it).
+pub fn reap_expired(max_jobs: i32, queue_name: Option<&str>, now: TimestampWithTimeZone) -> spi::Result<i32> {
     let skipped: Vec<i64> = SKIPPED.with(|skipped| {
         let mut skipped = skipped.borrow_mut();
         skipped.retain(|_, at| at.elapsed() < SKIP_FOR);
@@ -56,7 +54,7 @@ pub fn reap_expired(max_jobs: i32, queue_name: Option<&str>) -> spi::Result<i32>
     if let Ok(reaped) = in_subtransaction(|| reap(max_jobs, now, queue_name, &skipped, None)) {
         return Ok(reaped);
     }
-    let ids = run(EXPIRED, &[max_jobs.into(), now.into(), queue_name.into(), skipped.clone().into()], |row| {
+    let ids = rows_planned_per_call(EXPIRED, &[max_jobs.into(), now.into(), queue_name.into(), skipped.clone().into()], |row| {
         Ok(row.get::<i64>(1)?.expect("jq_jobs.id is NOT NULL"))
     })?;
     let mut reaped = 0;
@@ -79,7 +77,7 @@ pub fn reap_expired(max_jobs: i32, queue_name: Option<&str>) -> spi::Result<i32>
 /// run read-write without taking a transaction id up front: a reap that finds nothing writes nothing.
 fn reap(max_jobs: i32, now: TimestampWithTimeZone, queue_name: Option<&str>, skipped: &[i64], only: Option<i64>) -> spi::Result<i32> {
     let args: [DatumWithOid; 5] = [max_jobs.into(), now.into(), queue_name.into(), skipped.to_vec().into(), only.into()];
-    let rows = run(REAP, &args, |row| {
+    let rows = rows_planned_per_call(REAP, &args, |row| {
         let queue_name: String = row.get(2)?.expect("jq_jobs.queue_name is NOT NULL");
         let dead: bool = row.get(3)?.expect("a status is NOT NULL");
         Ok((queue_name, dead))
@@ -89,12 +87,4 @@ fn reap(max_jobs: i32, now: TimestampWithTimeZone, queue_name: Option<&str>, ski
         stats::count(queue_name, if *dead { Counter::Deaths } else { Counter::Retries });
     }
     Ok(i32::try_from(rows.len()).expect("at most max_jobs rows"))
-}
-
-fn run<T>(sql: &str, args: &[DatumWithOid], decode: impl Fn(&spi::SpiHeapTupleData) -> spi::Result<T>) -> spi::Result<Vec<T>> {
-    let types: Vec<PgOid> = args.iter().map(|arg| PgOid::from(arg.oid())).collect();
-    Spi::connect_mut(|client| {
-        let statement = client.prepare_mut(sql, &types)?;
-        Query::execute(&statement, client, None, args)?.map(|row| decode(&row)).collect()
-    })
 }

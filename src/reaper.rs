@@ -102,11 +102,7 @@ pub extern "C-unwind" fn jq_launcher_main(_arg: pg_sys::Datum) {
 
 /// What is missing for a reaper of `database`, if anything.
 fn missing(database: &str, role: Option<&str>) -> Option<String> {
-    unsafe {
-        pg_sys::SetCurrentStatementStartTimestamp();
-        pg_sys::StartTransactionCommand();
-        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
-    }
+    begin_transaction();
     let database_missing = !shared_catalog_names(pg_sys::DatabaseRelationId, |tuple| unsafe {
         (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_database>(tuple)).datname
     })
@@ -119,10 +115,7 @@ fn missing(database: &str, role: Option<&str>) -> Option<String> {
         .iter()
         .any(|name| name == role)
     });
-    unsafe {
-        pg_sys::PopActiveSnapshot();
-        pg_sys::CommitTransactionCommand();
-    }
+    commit_transaction();
     if database_missing {
         Some(format!("database \"{database}\" does not exist"))
     } else if role_missing {
@@ -192,7 +185,7 @@ pub extern "C-unwind" fn jq_reaper_main(_arg: pg_sys::Datum) {
             continue;
         }
         let reaped = run_pass("reap", Some(("jq_reap", &mut refused)), || {
-            reap::reap_expired(guc::REAPER_MAX_JOBS.get(), None).map(Some)
+            reap::reap_expired(guc::REAPER_MAX_JOBS.get(), None, crate::clock::now()).map(Some)
         });
         if let Some(Some(reaped)) = reaped.filter(|n| n.is_some_and(|n| n > 0)) {
             log!("pg_jobqueue reaper: reaped {reaped} expired lease(s) in database {database}");
@@ -219,17 +212,33 @@ fn interval() -> Duration {
 
 /// Takes this database's reaper lock (a session-level advisory lock), or says another reaper has it.
 fn take_database() -> bool {
+    begin_transaction();
+    let taken = Spi::get_one::<bool>(ONE_REAPER).expect("pg_try_advisory_lock runs").unwrap_or(false);
+    commit_transaction();
+    taken
+}
+
+/// A worker's own transaction, with a snapshot for its statements.
+fn begin_transaction() {
     unsafe {
         pg_sys::SetCurrentStatementStartTimestamp();
         pg_sys::StartTransactionCommand();
         pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
     }
-    let taken = Spi::get_one::<bool>(ONE_REAPER).expect("pg_try_advisory_lock runs").unwrap_or(false);
+}
+
+fn commit_transaction() {
     unsafe {
         pg_sys::PopActiveSnapshot();
         pg_sys::CommitTransactionCommand();
     }
-    taken
+}
+
+/// Why a pass did not run to its end.
+enum Failure {
+    /// The role of `pg_jobqueue.reaper_role` may not EXECUTE the function the pass stands for.
+    Refused,
+    Error(String),
 }
 
 /// The function a pass stands for, with the passes refused so far (and when they were last tried).
@@ -246,48 +255,42 @@ fn run_pass<T>(what: &str, gate: Gate, pass: impl FnOnce() -> spi::Result<Option
             return None;
         }
     }
-    unsafe {
-        pg_sys::SetCurrentStatementStartTimestamp();
-        pg_sys::StartTransactionCommand();
-        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
-    }
-    let outcome: Result<Option<Option<T>>, String> = PgTryBuilder::new(AssertUnwindSafe(|| {
+    begin_transaction();
+    let outcome: Result<Option<Option<T>>, Failure> = PgTryBuilder::new(AssertUnwindSafe(|| {
         let installed = Spi::connect_mut(|client| client.update(USE_EXTENSION_SCHEMA, None, &[]).map(|t| !t.is_empty()));
         match installed {
             Ok(false) => Ok(None),
             Ok(true) => {
                 if let Some((function, _)) = &gate {
                     if !Spi::get_one_with_args::<bool>(MAY_EXECUTE, &[(*function).into()]).ok().flatten().unwrap_or(false) {
-                        return Err(format!("the role of pg_jobqueue.reaper_role may not EXECUTE {function}() here"));
+                        return Err(Failure::Refused);
                     }
                 }
-                rights::as_owner(pass).map(Some).map_err(|e| e.to_string())
+                rights::as_owner(pass).map(Some).map_err(|e| Failure::Error(e.to_string()))
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(Failure::Error(e.to_string())),
         }
     }))
-    .catch_others(|error| Err(crate::spi_util::describe(error)))
+    .catch_others(|error| Err(Failure::Error(crate::spi_util::describe(error))))
     .execute();
     match outcome {
         Ok(done) => {
-            unsafe {
-                pg_sys::PopActiveSnapshot();
-                pg_sys::CommitTransactionCommand();
-            }
+            commit_transaction();
             if let Some((function, refused)) = gate {
                 refused.remove(function);
             }
             done
         }
-        Err(message) => {
+        Err(failure) => {
             unsafe { pg_sys::AbortCurrentTransaction() };
-            match gate {
-                Some((function, refused)) if message.contains("may not EXECUTE") => {
+            match (failure, gate) {
+                (Failure::Refused, Some((function, refused))) => {
                     if refused.insert(function, Instant::now()).is_none() {
-                        warning!("pg_jobqueue reaper: {message}; GRANT EXECUTE ON FUNCTION {function} to it (tried again every minute)");
+                        warning!("pg_jobqueue reaper: the role of pg_jobqueue.reaper_role may not EXECUTE {function}() here; GRANT EXECUTE ON FUNCTION {function} to it (tried again every minute)");
                     }
                 }
-                _ => warning!("pg_jobqueue reaper: the {what} pass failed and will be retried: {message}"),
+                (Failure::Refused, None) => unreachable!("only a gated pass is refused"),
+                (Failure::Error(message), _) => warning!("pg_jobqueue reaper: the {what} pass failed and will be retried: {message}"),
             }
             None
         }

@@ -26,7 +26,8 @@ const EXTENSION_OWNER: &str = include_str!("../sql/queries/extension_owner.sql")
 
 /// The built-in pg_monitor role, which reads every queue's figures.
 const PG_MONITOR: pg_sys::Oid = pg_sys::Oid::from_u32(3373);
-/// Cached answers beyond this many are dropped all at once: a session rarely asks about many queues.
+/// Cached answers of one role and privilege beyond this many are dropped all at once: a session
+/// rarely asks about many queues.
 const CACHE_LIMIT: usize = 10_000;
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -53,8 +54,9 @@ impl Privilege {
 }
 
 thread_local! {
-    /// (caller, queue, privilege) -> allowed. A backend is one thread.
-    static ANSWERS: RefCell<HashMap<(u32, String, Privilege), bool>> = RefCell::new(HashMap::new());
+    /// (role, privilege) -> queue -> allowed, keyed so that a cached answer is found without
+    /// allocating (claims and completions ask on every call). A backend is one thread.
+    static ANSWERS: RefCell<HashMap<(u32, Privilege), HashMap<String, bool>>> = RefCell::new(HashMap::new());
     /// The extension's owner in this database, and whether its SQL definitions predate the rights.
     static OWNER: Cell<Option<(pg_sys::Oid, bool)>> = const { Cell::new(None) };
     static CALLBACKS_REGISTERED: Cell<bool> = const { Cell::new(false) };
@@ -88,8 +90,9 @@ pub fn holds(role: pg_sys::Oid, queue_name: &str, privilege: Privilege) -> bool 
     if holds_all(role) {
         return true;
     }
-    let key = (role.to_u32(), queue_name.to_owned(), privilege);
-    if let Some(known) = ANSWERS.with(|answers| answers.borrow().get(&key).copied()) {
+    let key = (role.to_u32(), privilege);
+    let known = ANSWERS.with(|answers| answers.borrow().get(&key).and_then(|queues| queues.get(queue_name)).copied());
+    if let Some(known) = known {
         return known;
     }
     let granted = as_owner(|| {
@@ -102,10 +105,11 @@ pub fn holds(role: pg_sys::Oid, queue_name: &str, privilege: Privilege) -> bool 
     .unwrap_or(false);
     ANSWERS.with(|answers| {
         let mut answers = answers.borrow_mut();
-        if answers.len() >= CACHE_LIMIT {
-            answers.clear();
+        let queues = answers.entry(key).or_default();
+        if queues.len() >= CACHE_LIMIT {
+            queues.clear();
         }
-        answers.insert(key, granted);
+        queues.insert(queue_name.to_owned(), granted);
     });
     granted
 }
@@ -261,7 +265,7 @@ fn jq_has_right(queue_name: Option<&str>, privilege: Option<&str>) -> bool {
     holds(caller(), queue_name, privilege)
 }
 
-pub fn parse_privilege(value: Option<&str>) -> Privilege {
+fn parse_privilege(value: Option<&str>) -> Privilege {
     match value.unwrap_or_else(|| crate::error::null_argument("privilege")) {
         "enqueue" => Privilege::Enqueue,
         "consume" => Privilege::Consume,

@@ -9,19 +9,28 @@ use pgrx::pg_sys::PgOid;
 use pgrx::spi::{self, Query};
 
 
-/// Runs a data-changing statement bounded by a `max_jobs: i32` argument, and counts the rows it
-/// returned (which the bound keeps within i32). Planned for these arguments, once: these run
-/// rarely, and their best plan depends on the arguments (one queue or all).
+/// Runs a statement planned for these arguments, once, and decodes each row it returns: for
+/// statements that run rarely and whose best plan depends on the arguments (one queue or all).
 ///
 /// Not `client.update()`, which assigns the transaction an id whether a row changes or not (see
 /// plans.rs): a reap that finds nothing must not make the claim that ran it write a commit record.
-pub fn returned_count(sql: &str, args: &[DatumWithOid]) -> spi::Result<i32> {
+pub fn rows_planned_per_call<T>(
+    sql: &str,
+    args: &[DatumWithOid],
+    decode: impl Fn(&spi::SpiHeapTupleData) -> spi::Result<T>,
+) -> spi::Result<Vec<T>> {
     let types: Vec<PgOid> = args.iter().map(|arg| PgOid::from(arg.oid())).collect();
-    let rows = Spi::connect_mut(|client| {
+    Spi::connect_mut(|client| {
         let statement = client.prepare_mut(sql, &types)?;
-        Query::execute(&statement, client, None, args).map(|table| table.len())
-    })?;
-    Ok(i32::try_from(rows).expect("at most max_jobs rows"))
+        Query::execute(&statement, client, None, args)?.map(|row| decode(&row)).collect()
+    })
+}
+
+/// `rows_planned_per_call` for a data-changing statement bounded by a `max_jobs: i32` argument:
+/// how many rows it returned (which the bound keeps within i32).
+pub fn returned_count(sql: &str, args: &[DatumWithOid]) -> spi::Result<i32> {
+    let rows = rows_planned_per_call(sql, args, |_| Ok(()))?;
+    Ok(i32::try_from(rows.len()).expect("at most max_jobs rows"))
 }
 
 /// The first column of the first row, or None when there is no row (SPI itself errors on `first()`
