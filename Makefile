@@ -13,7 +13,7 @@ SUDO := sudo
 endif
 EXTENSION_DIR = $(shell $(PG_CONFIG) --sharedir)/extension
 
-.PHONY: all setup build install install-release test test-unit test-isolation test-integration demo soak bench bench-quick bench-claim bench-reap clean
+.PHONY: all setup build install install-release test test-unit test-regress test-isolation test-integration demo soak bench bench-quick bench-claim bench-reap clean
 
 all: build
 
@@ -35,12 +35,16 @@ install-release: setup
 	cargo pgrx install --release --pg-config $(PG_CONFIG) $(INSTALL_FLAGS)
 	$(SUDO) install -m 644 sql/released/*.sql $(EXTENSION_DIR)/
 
-# Every test layer: #[pg_test] unit and plan tests, isolation specs, multi-connection tests.
+# Every test layer: #[pg_test] unit and plan tests, pg_regress files, isolation specs,
+# multi-connection tests.
 test: install
 	@scripts/test.sh all
 
 test-unit: install
 	@scripts/test.sh unit
+
+test-regress: install
+	@scripts/test.sh regress
 
 test-isolation: install
 	@scripts/test.sh isolation

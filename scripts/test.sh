@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the test layers: `unit` (#[pg_test] inside a pgrx-managed server), `isolation` (PostgreSQL's
-# isolation tester), `integration` (several connections to real throwaway servers), or `all`.
+# Runs the test layers: `unit` (#[pg_test] inside a pgrx-managed server), `regress` (pg_regress: SQL
+# files and their expected output), `isolation` (PostgreSQL's isolation tester), `integration`
+# (several connections to real throwaway servers), or `all`.
 # Expects the extension to be installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,47 @@ unit() {
     cargo pgrx test pg15 2>&1 | tee -a "$log"
   fi
   install_plain
+}
+
+# PostgreSQL's pg_regress: each file of tests/pg_regress/sql runs in psql, and its output must match
+# tests/pg_regress/expected exactly, on a temporary server that pg_regress starts itself. The files
+# show every bad-input case and SQLSTATE of the README's function sections as a reader sees them.
+regress() {
+  echo "== regression tests (pg_regress)"
+  local pgxs=/usr/lib/postgresql/15/lib/pgxs/src/test/regress
+  # The schedule fixes the order (setup, which creates the extension, first); a file it does not
+  # list would never run, so such a file fails the layer.
+  local name missing=()
+  for name in tests/pg_regress/sql/*.sql; do
+    name=$(basename "$name" .sql)
+    grep -qx "test: $name" tests/pg_regress/schedule || missing+=("$name")
+  done
+  if [ "${#missing[@]}" -ne 0 ]; then
+    echo "tests/pg_regress/schedule does not list: ${missing[*]}" >&2
+    echo "test result: regress. 0 passed; ${#missing[@]} failed" >> "$log"
+    return 1
+  fi
+  local work
+  work=$(mktemp -d "${TMPDIR:-/tmp}/pg_jobqueue-regress.XXXXXX")
+  cp -r tests/pg_regress/sql tests/pg_regress/expected tests/pg_regress/schedule "$work/"
+  local run=()
+  if [ "$(id -u)" -eq 0 ]; then chown -R postgres: "$work"; run=(runuser -u postgres --); fi
+  local status=0
+  # --no-locale and UTF8: messages in English and the same encoding, whatever the caller's locale.
+  (cd "$work" && "${run[@]}" "$pgxs/pg_regress" --temp-instance="$work/instance" \
+      --bindir=/usr/lib/postgresql/15/bin --inputdir="$work" --outputdir="$work" \
+      --no-locale --encoding=UTF8 --schedule="$work/schedule") 2>&1 | tee "$work/summary" || status=$?
+  [ -f "$work/regression.diffs" ] && cat "$work/regression.diffs"
+  # pg_regress prints ok/FAILED per file; count them for the closing line.
+  local passed failed
+  passed=$(grep -cE '^test .* \.\.\. ok' "$work/summary" || true)
+  failed=$(grep -cE '^test .* \.\.\. FAILED' "$work/summary" || true)
+  echo "test result: regress. $passed passed; $failed failed" >> "$log"
+  if [ "$status" -ne 0 ]; then
+    echo "regression tests failed; outputs kept in $work" >&2
+    return "$status"
+  fi
+  rm -rf "$work"
 }
 
 # PostgreSQL's isolation tester: sessions, steps and permutations with expected output
@@ -71,9 +113,10 @@ integration() {
 case "$layer" in
   unit) unit ;;
   integration) integration ;;
+  regress) regress ;;
   isolation) isolation ;;
-  all) unit; isolation; integration ;;
-  *) echo "usage: test.sh unit|isolation|integration|all" >&2; exit 2 ;;
+  all) unit; regress; isolation; integration ;;
+  *) echo "usage: test.sh unit|regress|isolation|integration|all" >&2; exit 2 ;;
 esac
 # One closing line for every layer together, summed from cargo's per-binary results.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) } }
