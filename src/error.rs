@@ -1,22 +1,39 @@
-//! Deliberate SQLSTATEs for rejected arguments. Each message names the argument.
+//! Every SQLSTATE the library raises on purpose, each with the sentence that goes with it. A message
+//! names the argument (or the queue) it is about. The SQL definitions raise theirs in
+//! `sql/schema/rights.sql` (jq_grant, jq_revoke: 22004, 22023, 42501) and through the CHECK
+//! constraints of jq_queues (23514).
 
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 
-/// SQLSTATE 22004 for an argument that must not be NULL.
+/// 22004 for an argument that must not be NULL.
 pub fn null_argument(argument: &str) -> ! {
+    ereport!(ERROR, PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, format!("{argument} must not be NULL"));
+}
+
+/// 22023 for an argument whose value is refused; `problem` completes the sentence.
+pub fn invalid_argument(argument: &str, problem: impl std::fmt::Display) -> ! {
+    ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("{argument} {problem}"));
+}
+
+/// 42501 for a caller without `privilege` on the queue, with how to grant it.
+pub fn permission_denied(queue_name: &str, privilege: &str) -> ! {
     ereport!(
         ERROR,
-        PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
-        format!("{argument} must not be NULL")
+        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        format!("permission denied: {privilege} on queue \"{queue_name}\""),
+        format!("The queue's owner grants it with jq_grant(role, '{queue_name}', '{privilege}').")
     );
 }
 
-/// SQLSTATE 22023 for an argument whose value is refused; `problem` completes the sentence.
-pub fn invalid_argument(argument: &str, problem: impl std::fmt::Display) -> ! {
+/// 0A000 for a waiting claim outside READ COMMITTED: in REPEATABLE READ or SERIALIZABLE every look
+/// would use the transaction's first snapshot, which never shows a job enqueued later, so the wait
+/// could only time out.
+pub fn wait_needs_read_committed() -> ! {
     ereport!(
         ERROR,
-        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-        format!("{argument} {problem}")
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        "jq_claim with a wait needs READ COMMITTED",
+        "In REPEATABLE READ or SERIALIZABLE its snapshot would never show a job enqueued after it began."
     );
 }

@@ -4,6 +4,7 @@
 //! applies them), except the list of databases, which fixes the workers at server start.
 
 use std::ffi::CString;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
@@ -27,7 +28,20 @@ pub static PRUNE_INTERVAL_S: GucSetting<i32> = GucSetting::<i32>::new(60);
 pub static REAPER_DATABASES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"postgres"));
 pub static REAPER_ROLE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
+/// True in every process of a server that preloaded the library (set in the postmaster, inherited).
+static PRELOADED: AtomicBool = AtomicBool::new(false);
+
+/// Whether the library was preloaded (`shared_preload_libraries`): only then are there shared
+/// memory (counters, wake-ups, listener counts) and the background reaper.
+pub fn preloaded() -> bool {
+    PRELOADED.load(Ordering::Relaxed)
+}
+
 pub fn init() {
+    // SAFETY: a flag PostgreSQL sets while it loads shared_preload_libraries.
+    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        PRELOADED.store(true, Ordering::Relaxed);
+    }
     GucRegistry::define_int_guc(
         c"pg_jobqueue.max_payload_bytes",
         c"Largest job payload accepted by jq_enqueue and jq_enqueue_batch.",
@@ -155,7 +169,7 @@ pub fn init() {
         GucFlags::UNIT_S,
     );
     // A PGC_POSTMASTER setting may only be defined while the library is being preloaded.
-    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+    if preloaded() {
         GucRegistry::define_string_guc(
             c"pg_jobqueue.reaper_databases",
             c"Databases the background reaper serves, comma-separated; one worker each.",
@@ -183,6 +197,7 @@ pub fn init() {
             GucFlags::default(),
         );
     }
+    // SAFETY: a NUL-terminated prefix; PostgreSQL copies it.
     unsafe { pg_sys::MarkGUCPrefixReserved(c"pg_jobqueue".as_ptr()) };
 }
 
@@ -195,4 +210,21 @@ pub fn reaper_role() -> Option<String> {
 pub fn reaper_databases() -> Vec<String> {
     let list = REAPER_DATABASES.get().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     list.split(',').map(str::trim).filter(|db| !db.is_empty()).map(str::to_owned).collect()
+}
+
+/// Whether a background reaper is reaping this backend's database right now, as far as this backend
+/// can know: the library was preloaded, the reaper is on and the database is on its list.
+pub fn reaper_serves_this_database() -> bool {
+    preloaded() && REAPER_ENABLED.get() && DATABASE_LISTED.with(|listed| *listed)
+}
+
+thread_local! {
+    /// Whether this backend's database is in pg_jobqueue.reaper_databases; both are fixed for the
+    /// life of a backend.
+    static DATABASE_LISTED: bool = {
+        // SAFETY: the name of this backend's own database, which exists while it is connected.
+        let name = unsafe { std::ffi::CStr::from_ptr(pg_sys::get_database_name(pg_sys::MyDatabaseId)) };
+        let name = name.to_string_lossy();
+        reaper_databases().iter().any(|db| *db == name)
+    };
 }

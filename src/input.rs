@@ -2,12 +2,12 @@
 //! refused writes nothing. NULL raises 22004, a bad value 22023; the message names the argument.
 
 use pgrx::datum::Interval;
-use pgrx::IntoDatum;
 use pgrx::prelude::*;
+use pgrx::IntoDatum;
 
+use crate::db::payload::Payload;
 use crate::error::{invalid_argument, null_argument};
 use crate::guc;
-use crate::payload::Payload;
 
 const MAX_QUEUE_NAME_CHARS: usize = 60;
 const MAX_WORKER_CHARS: usize = 200;
@@ -85,6 +85,8 @@ fn added_micros(argument: &str, value: Interval, now: TimestampWithTimeZone) -> 
     if !(months_ok && days_ok && micros_ok) {
         invalid_argument(argument, "is out of range: no part of it may exceed 100 years");
     }
+    // SAFETY: timestamptz_pl_interval takes these two datums; both parts were bounded above, so it
+    // errors (out of range) rather than misbehaves.
     let end: TimestampWithTimeZone = unsafe {
         pgrx::direct_function_call(pg_sys::timestamptz_pl_interval, &[now.into_datum(), value.into_datum()])
             .expect("timestamptz + interval is not NULL")
@@ -117,7 +119,10 @@ pub fn job_batch(job_ids: Option<Vec<Option<i64>>>, lease_tokens: Option<Vec<Opt
     }
     let max = guc::MAX_BATCH_SIZE.get();
     if job_ids.len() > max as usize {
-        invalid_argument("job_ids", format_args!("must not have more than pg_jobqueue.max_batch_size ({max}) elements"));
+        invalid_argument(
+            "job_ids",
+            format_args!("must not have more than pg_jobqueue.max_batch_size ({max}) elements"),
+        );
     }
     (no_null_elements("job_ids", job_ids), no_null_elements("lease_tokens", lease_tokens))
 }
@@ -157,10 +162,7 @@ pub fn payload(argument: &str, value: Option<Payload>) -> Payload {
     let max = guc::MAX_PAYLOAD_BYTES.get();
     let size = payload.size_bytes();
     if size > max as usize {
-        invalid_argument(
-            argument,
-            format_args!("is {size} bytes, more than pg_jobqueue.max_payload_bytes ({max})"),
-        );
+        invalid_argument(argument, format_args!("is {size} bytes, more than pg_jobqueue.max_payload_bytes ({max})"));
     }
     payload
 }
@@ -209,7 +211,10 @@ pub fn payloads(value: Option<Vec<Option<Payload>>>) -> Vec<Payload> {
     let payloads = value.unwrap_or_else(|| null_argument("payloads"));
     let max = guc::MAX_BATCH_SIZE.get();
     if payloads.len() > max as usize {
-        invalid_argument("payloads", format_args!("must not have more than pg_jobqueue.max_batch_size ({max}) elements"));
+        invalid_argument(
+            "payloads",
+            format_args!("must not have more than pg_jobqueue.max_batch_size ({max}) elements"),
+        );
     }
     payloads.into_iter().enumerate().map(|(i, p)| payload(&format!("payloads[{}]", i + 1), p)).collect()
 }

@@ -2,50 +2,50 @@
 //!
 //! Ownership of a running job is a lease (an expiry on the database clock) plus a fencing token that
 //! grows on every claim. Each state change is one guarded UPDATE whose WHERE states the whole
-//! precondition; the SQL lives in `sql/`, and each module here owns one verb of the API.
+//! precondition. The floors, top down (DEVELOPMENT.md has one line per module):
+//! - `api`: the SQL functions, one file per surface;
+//! - `shared`: what backends share when the library is preloaded (counters, wake-ups, listeners)
+//!   and the end-of-transaction hook they use;
+//! - `rights`, `input`, `error`: who may call, what arguments pass, and what a refusal says;
+//! - `db`: the only code that runs SQL (the statements are `sql/queries/*.sql`);
+//! - `guc`: every setting.
+//!
+//! Beside them, `reaper` (the background worker, which runs the same pass bodies as `api`) and
+//! `upgrade` (symbols older install scripts still call).
+
+#![deny(unsafe_op_in_unsafe_fn)]
 
 use pgrx::prelude::*;
 
-mod backoff;
-mod clock;
+mod api;
+mod db;
 mod error;
 mod guc;
 mod input;
-mod payload;
-mod plans;
-mod rights;
-mod shmem;
-mod spi_util;
-mod stats;
-mod wake;
-
-mod claim;
-mod enqueue;
-mod lease;
-mod manage;
-mod metrics;
-mod reap;
 mod reaper;
-mod retention;
-mod settings;
+mod rights;
+mod shared;
+mod upgrade;
+
+#[cfg(any(test, feature = "pg_test"))]
+mod testing;
 
 ::pgrx::pg_module_magic!(name, version);
 
-extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
-extension_sql_file!("../sql/rights.sql", name = "rights", finalize);
+// The schema by object kind. The tables come first; the views, the constraints and the backoff
+// function are declared beside the functions they need (api/rights.rs, api/configure.rs,
+// api/backoff.rs); the rights come last, once every function exists.
+extension_sql_file!("../sql/schema/tables.sql", name = "schema", bootstrap);
+extension_sql_file!("../sql/schema/rights.sql", name = "rights", finalize);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     guc::init();
-    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+    if guc::preloaded() {
         reaper::register_workers();
-        shmem::init();
-        wake::init_hooks();
+        shared::init();
     }
 }
-
-#[cfg(any(test, feature = "pg_test"))]
-mod tests;
 
 /// Required by `cargo pgrx test`.
 #[cfg(test)]
@@ -55,5 +55,28 @@ pub mod pg_test {
     #[must_use]
     pub fn postgresql_conf_options() -> Vec<&'static str> {
         vec![]
+    }
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    use crate::testing::*;
+
+    #[pg_test]
+    fn functions_work_whatever_the_callers_search_path() {
+        run("CREATE SCHEMA decoy");
+        run("CREATE TABLE decoy.jq_jobs (id int)");
+        run("SET LOCAL search_path = decoy, pg_catalog");
+        let id = one::<i64>("SELECT public.jq_enqueue('q', '{}')");
+        assert_eq!(one::<i64>("SELECT id FROM public.jq_claim('q', 'w')"), id);
+        run("RESET search_path");
+    }
+
+    #[pg_test]
+    fn every_table_is_kept_by_pg_dump() {
+        assert_eq!(one::<i32>("SELECT cardinality(extconfig) FROM pg_extension WHERE extname = 'pg_jobqueue'"), 6);
     }
 }

@@ -8,14 +8,15 @@
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
 use pgrx::prelude::*;
 use pgrx::spi;
 
-use crate::{guc, reap, retention, rights};
+use crate::api::{reap, retention};
+use crate::db::{self, begin_worker_transaction as begin_transaction, commit_worker_transaction as commit_transaction};
+use crate::{guc, rights};
 
 const USE_EXTENSION_SCHEMA: &str = include_str!("../sql/queries/use_extension_schema.sql");
 const MAY_EXECUTE: &str = include_str!("../sql/queries/reaper_may_execute.sql");
@@ -24,13 +25,10 @@ const ONE_REAPER: &str = include_str!("../sql/queries/reaper_lock.sql");
 /// How often the launcher looks again for a database or role that did not exist.
 const LOOK_AGAIN: Duration = Duration::from_secs(60);
 
-/// True in every process of a server that preloaded the library (set in the postmaster, inherited).
-static PRELOADED: AtomicBool = AtomicBool::new(false);
-
 /// Registers the launcher. Called from `_PG_init` while preloading, and never by pg_upgrade, whose
 /// server must not change data behind its back.
 pub fn register_workers() {
-    PRELOADED.store(true, Ordering::Relaxed);
+    // SAFETY: a flag PostgreSQL sets for the life of a pg_upgrade server.
     if unsafe { pg_sys::IsBinaryUpgrade } || guc::reaper_databases().is_empty() {
         return;
     }
@@ -43,22 +41,6 @@ pub fn register_workers() {
         .set_start_time(BgWorkerStartTime::RecoveryFinished)
         .set_restart_time(Some(Duration::from_secs(1)))
         .load();
-}
-
-/// Whether a background reaper is reaping this backend's database right now, as far as this backend
-/// can know: the library was preloaded, the reaper is on and the database is on its list.
-pub fn serves_this_database() -> bool {
-    PRELOADED.load(Ordering::Relaxed) && guc::REAPER_ENABLED.get() && DATABASE_LISTED.with(|listed| *listed)
-}
-
-thread_local! {
-    /// Whether this backend's database is in pg_jobqueue.reaper_databases; both are fixed for the
-    /// life of a backend.
-    static DATABASE_LISTED: bool = {
-        let name = unsafe { std::ffi::CStr::from_ptr(pg_sys::get_database_name(pg_sys::MyDatabaseId)) };
-        let name = name.to_string_lossy();
-        guc::reaper_databases().iter().any(|db| *db == name)
-    };
 }
 
 /// The launcher: starts a reaper for each listed database once it (and the configured role) exist.
@@ -95,6 +77,7 @@ pub extern "C-unwind" fn jq_launcher_main(_arg: pg_sys::Datum) {
         });
         if !BackgroundWorker::wait_latch(Some(Duration::from_secs(1))) {
             // SIGTERM: come back as after a crash; while the server shuts down it does not.
+            // SAFETY: exits this worker process; nothing of it is left to clean up.
             unsafe { pg_sys::proc_exit(1) };
         }
     }
@@ -103,12 +86,14 @@ pub extern "C-unwind" fn jq_launcher_main(_arg: pg_sys::Datum) {
 /// What is missing for a reaper of `database`, if anything.
 fn missing(database: &str, role: Option<&str>) -> Option<String> {
     begin_transaction();
+    // SAFETY: each tuple comes from a scan of pg_database, so it holds a pg_database row.
     let database_missing = !shared_catalog_names(pg_sys::DatabaseRelationId, |tuple| unsafe {
         (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_database>(tuple)).datname
     })
     .iter()
     .any(|name| name == database);
     let role_missing = role.is_some_and(|role| {
+        // SAFETY: each tuple comes from a scan of pg_authid, so it holds a pg_authid row.
         !shared_catalog_names(pg_sys::AuthIdRelationId, |tuple| unsafe {
             (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_authid>(tuple)).rolname
         })
@@ -129,6 +114,8 @@ fn missing(database: &str, role: Option<&str>) -> Option<String> {
 /// launcher is connected to no database, so it has no relcache for indexes or syscaches to use.
 fn shared_catalog_names(catalog: pg_sys::Oid, name_of: impl Fn(pg_sys::HeapTuple) -> pg_sys::NameData) -> Vec<String> {
     let mut names = Vec::new();
+    // SAFETY: a plain heap scan of a shared catalog inside the caller's transaction, opened and
+    // closed here with the same lock; names are NUL-terminated NameData.
     unsafe {
         let relation = pg_sys::table_open(catalog, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
         let scan = pg_sys::table_beginscan_catalog(relation, 0, std::ptr::null_mut());
@@ -171,6 +158,7 @@ pub extern "C-unwind" fn jq_reaper_main(_arg: pg_sys::Datum) {
     // A launcher restarted after a crash starts reapers again; the one already running keeps the
     // database, and a second one leaves for good (exit 0 unregisters a dynamic worker).
     if !take_database() {
+        // SAFETY: exits this worker process between transactions.
         unsafe { pg_sys::proc_exit(0) };
     }
     log!("pg_jobqueue reaper started for database {database}");
@@ -179,13 +167,14 @@ pub extern "C-unwind" fn jq_reaper_main(_arg: pg_sys::Datum) {
     let mut refused: HashMap<&'static str, Instant> = HashMap::new();
     while BackgroundWorker::wait_latch(Some(interval())) {
         if BackgroundWorker::sighup_received() {
+            // SAFETY: rereads the configuration between transactions, as PostgreSQL's own workers do.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
         if !guc::REAPER_ENABLED.get() {
             continue;
         }
         let reaped = run_pass("reap", Some(("jq_reap", &mut refused)), || {
-            reap::reap_expired(guc::REAPER_MAX_JOBS.get(), None, crate::clock::now()).map(Some)
+            reap::reap_expired(guc::REAPER_MAX_JOBS.get(), None, db::clock::now()).map(Some)
         });
         if let Some(Some(reaped)) = reaped.filter(|n| n.is_some_and(|n| n > 0)) {
             log!("pg_jobqueue reaper: reaped {reaped} expired lease(s) in database {database}");
@@ -203,6 +192,7 @@ pub extern "C-unwind" fn jq_reaper_main(_arg: pg_sys::Datum) {
     }
     // SIGTERM. Exit as a crash would, so that after pg_terminate_backend() the postmaster starts the
     // worker again; while the server shuts down it does not.
+    // SAFETY: exits this worker process between transactions.
     unsafe { pg_sys::proc_exit(1) };
 }
 
@@ -213,25 +203,9 @@ fn interval() -> Duration {
 /// Takes this database's reaper lock (a session-level advisory lock), or says another reaper has it.
 fn take_database() -> bool {
     begin_transaction();
-    let taken = Spi::get_one::<bool>(ONE_REAPER).expect("pg_try_advisory_lock runs").unwrap_or(false);
+    let taken = db::rows_planned_per_call::<(bool,)>(ONE_REAPER, &[]).expect("pg_try_advisory_lock runs");
     commit_transaction();
-    taken
-}
-
-/// A worker's own transaction, with a snapshot for its statements.
-fn begin_transaction() {
-    unsafe {
-        pg_sys::SetCurrentStatementStartTimestamp();
-        pg_sys::StartTransactionCommand();
-        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
-    }
-}
-
-fn commit_transaction() {
-    unsafe {
-        pg_sys::PopActiveSnapshot();
-        pg_sys::CommitTransactionCommand();
-    }
+    taken.first().is_some_and(|(taken,)| *taken)
 }
 
 /// Why a pass did not run to its end.
@@ -257,12 +231,13 @@ fn run_pass<T>(what: &str, gate: Gate, pass: impl FnOnce() -> spi::Result<Option
     }
     begin_transaction();
     let outcome: Result<Option<Option<T>>, Failure> = PgTryBuilder::new(AssertUnwindSafe(|| {
-        let installed = Spi::connect_mut(|client| client.update(USE_EXTENSION_SCHEMA, None, &[]).map(|t| !t.is_empty()));
+        let installed = db::rows_planned_per_call::<()>(USE_EXTENSION_SCHEMA, &[]).map(|rows| !rows.is_empty());
         match installed {
             Ok(false) => Ok(None),
             Ok(true) => {
                 if let Some((function, _)) = &gate {
-                    if !Spi::get_one_with_args::<bool>(MAY_EXECUTE, &[(*function).into()]).ok().flatten().unwrap_or(false) {
+                    let may = db::rows_planned_per_call::<(Option<bool>,)>(MAY_EXECUTE, &[(*function).into()]);
+                    if !may.is_ok_and(|rows| rows.first().is_some_and(|(may,)| *may == Some(true))) {
                         return Err(Failure::Refused);
                     }
                 }
@@ -271,7 +246,7 @@ fn run_pass<T>(what: &str, gate: Gate, pass: impl FnOnce() -> spi::Result<Option
             Err(e) => Err(Failure::Error(e.to_string())),
         }
     }))
-    .catch_others(|error| Err(Failure::Error(crate::spi_util::describe(error))))
+    .catch_others(|error| Err(Failure::Error(db::describe(error))))
     .execute();
     match outcome {
         Ok(done) => {
@@ -282,7 +257,7 @@ fn run_pass<T>(what: &str, gate: Gate, pass: impl FnOnce() -> spi::Result<Option
             done
         }
         Err(failure) => {
-            unsafe { pg_sys::AbortCurrentTransaction() };
+            db::abort_worker_transaction();
             match (failure, gate) {
                 (Failure::Refused, Some((function, refused))) => {
                     if refused.insert(function, Instant::now()).is_none() {
@@ -290,7 +265,9 @@ fn run_pass<T>(what: &str, gate: Gate, pass: impl FnOnce() -> spi::Result<Option
                     }
                 }
                 (Failure::Refused, None) => unreachable!("only a gated pass is refused"),
-                (Failure::Error(message), _) => warning!("pg_jobqueue reaper: the {what} pass failed and will be retried: {message}"),
+                (Failure::Error(message), _) => {
+                    warning!("pg_jobqueue reaper: the {what} pass failed and will be retried: {message}")
+                }
             }
             None
         }

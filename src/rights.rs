@@ -19,7 +19,8 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 use pgrx::prelude::*;
-use pgrx::PgSqlErrorCode;
+
+use crate::{db, error};
 
 const GRANTED: &str = include_str!("../sql/queries/rights_granted.sql");
 const EXTENSION_OWNER: &str = include_str!("../sql/queries/extension_owner.sql");
@@ -67,6 +68,7 @@ thread_local! {
 /// The role whose rights a call uses: the current user when the call began, also while the call
 /// runs as the owner.
 pub fn caller() -> pg_sys::Oid {
+    // SAFETY: a plain read of the current user.
     SWITCHED_FROM.get().unwrap_or_else(|| unsafe { pg_sys::GetUserId() })
 }
 
@@ -76,12 +78,7 @@ pub fn require(queue_name: &str, privilege: Privilege) {
         return;
     }
     if !holds(caller(), queue_name, privilege) {
-        ereport!(
-            ERROR,
-            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-            format!("permission denied: {} on queue \"{queue_name}\"", privilege.name()),
-            format!("The queue's owner grants it with jq_grant(role, '{queue_name}', '{}').", privilege.name())
-        );
+        error::permission_denied(queue_name, privilege.name());
     }
 }
 
@@ -96,10 +93,7 @@ pub fn holds(role: pg_sys::Oid, queue_name: &str, privilege: Privilege) -> bool 
         return known;
     }
     let granted = as_owner(|| {
-        Spi::connect_mut(|client| {
-            let rows = crate::plans::run(client, GRANTED, &[role.into(), queue_name.into(), privilege.name().into()])?;
-            crate::spi_util::first_value::<bool>(rows)
-        })
+        db::connect(|db| db.first::<bool>(GRANTED, &[role.into(), queue_name.into(), privilege.name().into()]))
     })
     .expect("the rights lookup runs")
     .unwrap_or(false);
@@ -119,6 +113,7 @@ pub fn may_see(queue_name: &str) -> bool {
     let role = caller();
     !enforced()
         || holds_all(role)
+        // SAFETY: a catalog lookup of two role oids.
         || unsafe { pg_sys::has_privs_of_role(role, PG_MONITOR) }
         || [Privilege::Monitor, Privilege::Manage, Privilege::Consume, Privilege::Enqueue]
             .into_iter()
@@ -127,6 +122,7 @@ pub fn may_see(queue_name: &str) -> bool {
 
 /// Superusers and the owner (and roles that inherit the owner's privileges) hold every right.
 fn holds_all(role: pg_sys::Oid) -> bool {
+    // SAFETY: catalog lookups of role oids.
     unsafe { pg_sys::superuser_arg(role) || pg_sys::has_privs_of_role(role, owner()) }
 }
 
@@ -145,16 +141,11 @@ fn extension() -> (pg_sys::Oid, bool) {
         return known;
     }
     register_invalidation_callbacks();
-    let known = Spi::connect(|client| {
-        let row = client.select(EXTENSION_OWNER, Some(1), &[])?.first();
-        Ok::<_, pgrx::spi::Error>((row.get::<pg_sys::Oid>(1)?, row.get::<bool>(2)?, row.get::<pg_sys::Oid>(3)?))
-    })
-    .expect("pg_extension is readable");
-    GRANTS_OID.set(known.2);
-    let known = (
-        known.0.expect("the extension is installed in this database"),
-        known.1.unwrap_or(false),
-    );
+    let rows = db::read_only_rows::<(pg_sys::Oid, Option<bool>, Option<pg_sys::Oid>)>(EXTENSION_OWNER, &[])
+        .expect("pg_extension is readable");
+    let (owner, legacy, grants) = rows.into_iter().next().expect("the extension is installed in this database");
+    GRANTS_OID.set(grants);
+    let known = (owner, legacy.unwrap_or(false));
     OWNER.set(Some(known));
     known
 }
@@ -181,6 +172,8 @@ struct SwitchedUser {
 impl SwitchedUser {
     fn to(role: pg_sys::Oid) -> Self {
         let mut saved = SwitchedUser { user: pg_sys::InvalidOid, context: 0, caller: SWITCHED_FROM.get() };
+        // SAFETY: saves the current user and security context, then switches as SECURITY DEFINER
+        // does; the drop below restores both.
         unsafe {
             pg_sys::GetUserIdAndSecContext(&mut saved.user, &mut saved.context);
             pg_sys::SetUserIdAndSecContext(role, saved.context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32);
@@ -192,6 +185,7 @@ impl SwitchedUser {
 
 impl Drop for SwitchedUser {
     fn drop(&mut self) {
+        // SAFETY: restores what `to` saved.
         unsafe { pg_sys::SetUserIdAndSecContext(self.user, self.context) };
         SWITCHED_FROM.set(self.caller);
     }
@@ -208,10 +202,19 @@ fn register_invalidation_callbacks() {
     if CALLBACKS_REGISTERED.get() {
         return;
     }
+    // SAFETY: registers callbacks for the life of the backend, once; they take no argument.
     unsafe {
         pg_sys::CacheRegisterRelcacheCallback(Some(relation_changed), pg_sys::Datum::from(0));
-        pg_sys::CacheRegisterSyscacheCallback(pg_sys::SysCacheIdentifier::AUTHMEMROLEMEM as i32, Some(roles_changed), pg_sys::Datum::from(0));
-        pg_sys::CacheRegisterSyscacheCallback(pg_sys::SysCacheIdentifier::AUTHOID as i32, Some(roles_changed), pg_sys::Datum::from(0));
+        pg_sys::CacheRegisterSyscacheCallback(
+            pg_sys::SysCacheIdentifier::AUTHMEMROLEMEM as i32,
+            Some(roles_changed),
+            pg_sys::Datum::from(0),
+        );
+        pg_sys::CacheRegisterSyscacheCallback(
+            pg_sys::SysCacheIdentifier::AUTHOID as i32,
+            Some(roles_changed),
+            pg_sys::Datum::from(0),
+        );
     }
     CALLBACKS_REGISTERED.set(true);
 }
@@ -234,43 +237,4 @@ unsafe extern "C-unwind" fn roles_changed(_arg: pg_sys::Datum, _cache: i32, _has
 thread_local! {
     /// jq_grants' oid, read with the owner; None until then (then every invalidation forgets).
     static GRANTS_OID: Cell<Option<pg_sys::Oid>> = const { Cell::new(None) };
-}
-
-/// The statement trigger on jq_grants: tell every session (this one included, at the end of the
-/// command) to drop its cached answers once this transaction commits.
-#[pg_trigger]
-fn jq_grants_changed<'a>(
-    trigger: &'a pgrx::PgTrigger<'a>,
-) -> Result<Option<PgHeapTuple<'a, pgrx::AllocatedByPostgres>>, pgrx::PgTriggerError> {
-    unsafe { pg_sys::CacheInvalidateRelcacheByRelid(trigger.relation()?.oid()) };
-    Ok(None)
-}
-
-extension_sql_file!("../sql/monitoring.sql", name = "monitoring", requires = [jq_can_see, jq_has_right]);
-
-/// `jq_can_see(queue_name)`: the row filter of the figures views.
-#[pg_extern(stable, parallel_safe, strict)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
-fn jq_can_see(queue_name: &str) -> bool {
-    may_see(queue_name)
-}
-
-/// `jq_has_right(queue_name, privilege)`: whether the caller holds a right, for clients that want to ask
-/// before they act (and for the views of jobs).
-#[pg_extern(stable, parallel_safe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
-fn jq_has_right(queue_name: Option<&str>, privilege: Option<&str>) -> bool {
-    let queue_name = crate::input::queue_name(queue_name);
-    let privilege = parse_privilege(privilege);
-    holds(caller(), queue_name, privilege)
-}
-
-fn parse_privilege(value: Option<&str>) -> Privilege {
-    match value.unwrap_or_else(|| crate::error::null_argument("privilege")) {
-        "enqueue" => Privilege::Enqueue,
-        "consume" => Privilege::Consume,
-        "manage" => Privilege::Manage,
-        "monitor" => Privilege::Monitor,
-        _ => crate::error::invalid_argument("privilege", "must be one of enqueue, consume, manage, monitor"),
-    }
 }

@@ -1,11 +1,11 @@
 -- $1 queue_name, $2 worker, $3 lease (NULL: queue default), $4 batch_size, $5 now,
 -- $6 admitted: true only after the caller holds a limited queue's row lock and has reduced $4 to
---    the free slots (see claim.rs); a limited queue claims nothing without it.
+--    the free slots (see src/api/claim.rs); a limited queue claims nothing without it.
 --
 -- One statement: pick up to $4 claimable rows, skipping rows another claimer has locked, and turn
 -- exactly those into running rows with a fresh lease and the next fencing token.
 --
--- Plan notes, checked by the plan tests: claim.rs runs this with a generic plan, prepared once per
+-- Plan notes, checked by the plan tests: src/api/claim.rs runs this with a generic plan, prepared once per
 -- session. The UPDATE finds the locked rows by `ctid = ANY(...)`, a TID scan whatever the statistics
 -- said when the plan was made (`id = ANY(...)` became a sequential scan in a generic plan made while
 -- the table was empty). Each ctid is that of the row version this statement locked, which no one

@@ -6,7 +6,7 @@
 -- Each row is found by primary key. Written `status = 'running'`, the guard would let the planner
 -- walk the whole index of running jobs instead, whenever statistics say few jobs run (see
 -- complete.sql). Compared with a parameter, the status no longer proves that index's predicate:
--- this statement only ever runs with a generic plan (plans.rs), and the plan test checks it.
+-- this statement only ever runs with a generic plan (src/db/plans.rs), and the plan test checks it.
 UPDATE jq_jobs j
 SET status = 'succeeded',
     lease_owner = NULL,

@@ -1,5 +1,5 @@
 -- $1 max_jobs, $2 now, $3 queue_name (NULL: every queue), $4 jobs to skip
--- The expired leases a failed reap statement would have reaped, to be reaped one by one (reap.rs).
+-- The expired leases a failed reap statement would have reaped, to be reaped one by one (src/api/reap.rs).
 SELECT j.id
 FROM jq_jobs j
 WHERE j.status OPERATOR(pg_catalog.=) 'running'

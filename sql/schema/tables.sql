@@ -69,7 +69,7 @@ CREATE TABLE jq_jobs (
     created_at       timestamptz NOT NULL,
     finished_at      timestamptz,
     CONSTRAINT jq_jobs_max_attempts_positive CHECK (max_attempts >= 1),
-    -- Guarantee 4 enforced by the table itself, whatever code path changes a row.
+    -- The attempt budget, enforced by the table itself, whatever code path changes a row.
     CONSTRAINT jq_jobs_attempts_within_budget CHECK (attempt_count BETWEEN 0 AND max_attempts),
     -- A lease exists exactly while the job runs.
     CONSTRAINT jq_jobs_lease_only_while_running CHECK (
@@ -150,7 +150,7 @@ CREATE INDEX jq_job_events_job ON jq_job_events (job_id, id);
 
 -- Rights per queue (README, "Security"): a role holds `privilege` on every queue named `queue`, or,
 -- when `queue` ends in '*', on every queue whose name starts with what comes before it ('*' alone:
--- every queue). Written by jq_grant and jq_revoke; a statement trigger (sql/rights.sql) tells every
+-- every queue). Written by jq_grant and jq_revoke; a statement trigger (sql/schema/rights.sql) tells every
 -- session to forget its cached answers when it changes.
 CREATE TABLE jq_grants (
     role      regrole NOT NULL,

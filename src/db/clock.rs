@@ -6,6 +6,7 @@ use pgrx::prelude::*;
 /// client's clock. Each function reads it once and passes it to its statement as a parameter, so the
 /// check of a lease and the values written agree on one instant (README, "Why leases and fencing tokens").
 pub fn now() -> TimestampWithTimeZone {
+    // SAFETY: reads the server clock.
     let micros = unsafe { pg_sys::GetCurrentTimestamp() };
     TimestampWithTimeZone::try_from(micros).expect("the server clock is a valid timestamptz")
 }

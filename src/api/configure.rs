@@ -3,15 +3,15 @@
 
 use pgrx::datum::Interval;
 use pgrx::prelude::*;
-use pgrx::{spi, JsonB, PgSqlErrorCode};
+use pgrx::{spi, JsonB};
 
+use crate::db::{self, in_subtransaction};
 use crate::error::{invalid_argument, null_argument};
 use crate::rights::{self, Privilege};
-use crate::spi_util::in_subtransaction;
-use crate::{guc, input, plans};
+use crate::{guc, input};
 
-const ENSURE_ROW: &str = include_str!("../sql/queries/configure_row.sql");
-const CONFIGURE: &str = include_str!("../sql/queries/configure.sql");
+const ENSURE_ROW: &str = include_str!("../../sql/queries/configure_row.sql");
+const CONFIGURE: &str = include_str!("../../sql/queries/configure.sql");
 
 /// The settings jq_configure takes: the columns of jq_queues but its key.
 const SETTINGS: [&str; 13] = [
@@ -43,28 +43,35 @@ fn jq_configure(queue_name: Option<&str>, settings: Option<JsonB>) -> spi::Resul
         invalid_argument("settings", "must be a JSON object of setting names and values");
     };
     if let Some(unknown) = object.keys().find(|key| !SETTINGS.contains(&key.as_str())) {
-        invalid_argument("settings", format_args!("has an unknown setting \"{unknown}\"; the settings are {}", SETTINGS.join(", ")));
+        invalid_argument(
+            "settings",
+            format_args!("has an unknown setting \"{unknown}\"; the settings are {}", SETTINGS.join(", ")),
+        );
     }
     rights::require(queue_name, Privilege::Manage);
     let max_lease = guc::MAX_LEASE_SECONDS.get();
     let changed = rights::as_owner(|| {
         in_subtransaction(|| {
-            Spi::connect_mut(|client| {
-                plans::run(client, ENSURE_ROW, &[queue_name.into()])?;
-                let row = plans::run(client, CONFIGURE, &[queue_name.into(), JsonB(settings.0.clone()).into()])?.first();
+            db::connect(|db| {
+                db.rows::<()>(ENSURE_ROW, &[queue_name.into()])?;
+                let changed =
+                    db.rows::<(JsonB, Option<f64>)>(CONFIGURE, &[queue_name.into(), JsonB(settings.0.clone()).into()])?;
+                let (settings, default_lease) = changed.into_iter().next().expect("the queue's row exists");
                 // Raised inside the subtransaction, so that the change is undone with it.
-                if row.get::<f64>(2)?.unwrap_or(0.0) > f64::from(max_lease) {
-                    ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-                        format!("default_lease must not exceed pg_jobqueue.max_lease ({max_lease} s)"));
+                if default_lease.unwrap_or(0.0) > f64::from(max_lease) {
+                    invalid_argument(
+                        "default_lease",
+                        format_args!("must not exceed pg_jobqueue.max_lease ({max_lease} s)"),
+                    );
                 }
-                Ok(row.get::<JsonB>(1)?.expect("to_jsonb of a row is not NULL"))
+                Ok(settings)
             })
         })
     });
     changed.map_err(|message| invalid_argument("settings", format_args!("refused: {message}")))
 }
 
-extension_sql_file!("../sql/settings.sql", name = "settings", requires = [jq_setting_interval_ok]);
+extension_sql_file!("../../sql/schema/constraints.sql", name = "settings", requires = [jq_setting_interval_ok]);
 
 /// Whether an interval setting adds what it says and stays in range: no part (months, days, time)
 /// negative, and at most 100 years in all. The check constraints of jq_queues call it.
@@ -74,4 +81,25 @@ fn jq_setting_interval_ok(value: Interval) -> bool {
     // interval '100 years', as interval comparison counts it (1,200 months of 30 days).
     const CENTURY_MICROS: i128 = 1_200 * 30 * 86_400 * 1_000_000;
     value.months() >= 0 && value.days() >= 0 && value.micros() >= 0 && value.as_micros() <= CENTURY_MICROS
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    use crate::testing::*;
+
+    #[pg_test]
+    fn configure_changes_the_named_settings_and_keeps_the_others() {
+        let settings =
+            one::<pgrx::JsonB>("SELECT jq_configure('cfg', '{\"max_attempts\": 3, \"concurrency_limit\": 2}')").0;
+        assert_eq!(settings["max_attempts"], 3);
+        assert_eq!(settings["concurrency_limit"], 2);
+        assert_eq!(settings["default_lease"], "00:01:00", "the others keep their defaults");
+        let settings = one::<pgrx::JsonB>("SELECT jq_configure('cfg', '{\"concurrency_limit\": null}')").0;
+        assert!(settings["concurrency_limit"].is_null());
+        assert_eq!(settings["max_attempts"], 3, "a setting not named is kept");
+        assert_eq!(one::<i32>("SELECT max_attempts FROM jq_queues WHERE queue_name = 'cfg'"), 3);
+    }
 }

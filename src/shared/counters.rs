@@ -1,60 +1,61 @@
 //! Per-queue counters and latency histograms in shared memory (library preloaded only).
 //!
-//! Counting adds no write and no lock to the hot path: each verb notes what happened in a
-//! backend-local list, and when its transaction commits the list is applied to shared memory with
-//! atomic additions. A transaction that rolls back counts nothing and takes no entry, so the
-//! counters tell what committed. The queue table is a fixed array of `pg_jobqueue.stats_max_queues`
-//! entries, each for one queue of one database (queues of the same name in two databases are two
-//! queues), filled on first use and never shrunk; entries are found by hash and claimed with a
+//! Counting adds no write and no lock to the hot path: each verb notes what happened, and when its
+//! transaction commits (`xact::at_commit`) the notes are applied to shared memory with atomic
+//! additions. A transaction that rolls back counts nothing and takes no entry, and neither does a
+//! savepoint or exception block that rolls back, so the counters tell what committed.
+//!
+//! The queue table is a fixed array of `pg_jobqueue.stats_max_queues` entries, each for one queue
+//! of one database (queues of the same name in two databases are two queues), filled on first use
+//! and never shrunk; entries are found by hash and claimed with a
 //! compare-and-swap, so not even that takes a lock. Once it is full, a database's further queues
 //! are counted together under queue "*" while an entry for that is left, and not at all after.
 //!
-//! Latency is kept twice in the same fine histogram (buckets 2^(1/4) apart from 1 ms, so any
-//! percentile read from it is within 19% of the true value): once since the last reset, for the
-//! Prometheus histogram, and once per minute in a ring of six, for percentiles over the last five
-//! minutes.
+//! Latency is kept twice in the same fine histogram (see `histogram`): once since the last reset,
+//! for the Prometheus histogram, and once per minute in a ring of six, for percentiles over the last
+//! five minutes.
 
-use std::cell::{Cell, RefCell, UnsafeCell};
-use std::collections::hash_map::DefaultHasher;
+use std::cell::{RefCell, UnsafeCell};
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 use pgrx::pg_sys;
-use pgrx::prelude::*;
 
-use crate::{guc, shmem};
+use super::histogram::{bucket_of, quantile, BUCKETS};
+use super::{queue_key, xact};
+use crate::guc;
 
-/// What is counted, one counter each.
-#[derive(Clone, Copy)]
-pub enum Counter {
-    Claims,
-    Completions,
-    Failures,
-    Retries,
-    Deaths,
-    LeaseExpirations,
-    StaleCompletions,
-    StaleHeartbeats,
-    Cancellations,
+/// Defines the counters once: each with its column and metric name and its help text. Adding a
+/// counter is one line here and one column of `jq_queue_counters`, in the same place (DEVELOPMENT.md,
+/// "Adding things").
+macro_rules! counters {
+    ($($counter:ident: $name:literal, $help:literal;)*) => {
+        /// What is counted, one counter each.
+        #[derive(Clone, Copy)]
+        pub enum Counter { $($counter),* }
+
+        pub const COUNTERS: usize = [$($name),*].len();
+
+        impl Counter {
+            /// The counter's column in jq_queue_counters, and its metric `jq_<name>_total`.
+            pub const NAMES: [&'static str; COUNTERS] = [$($name),*];
+            pub const HELP: [&'static str; COUNTERS] = [$($help),*];
+        }
+    };
 }
 
-pub const COUNTERS: usize = 9;
-pub const COUNTER_NAMES: [&str; COUNTERS] = [
-    "claims",
-    "completions",
-    "failures",
-    "retries",
-    "deaths",
-    "lease_expirations",
-    "stale_completions",
-    "stale_heartbeats",
-    "cancellations",
-];
+counters! {
+    Claims: "claims", "Jobs claimed.";
+    Completions: "completions", "Jobs completed by their lease holder.";
+    Failures: "failures", "Failed attempts reported with jq_fail.";
+    Retries: "retries", "Failed attempts and expired leases that returned the job to pending, to run again.";
+    Deaths: "deaths", "Jobs that became dead: not retryable, or attempts spent.";
+    LeaseExpirations: "lease_expirations", "Leases that expired and were reaped.";
+    StaleCompletions: "stale_completions", "Completions and failures refused: stale token, wrong owner or expired lease.";
+    StaleHeartbeats: "stale_heartbeats", "Heartbeats refused: stale token, wrong owner or expired lease.";
+    Cancellations: "cancellations", "Jobs cancelled.";
+}
 
-/// Fine buckets: 0 holds everything under 1 ms; bucket i >= 1 holds [2^((i-1)/4), 2^(i/4)) ms; the
-/// last one is open above (12 days).
-pub const BUCKETS: usize = 121;
 /// Error codes counted one by one per queue; the rest are counted together.
 const ERROR_CODES: usize = 16;
 const ERROR_CODE_BYTES: usize = 256; // 64 characters of up to 4 bytes
@@ -97,6 +98,8 @@ impl<const N: usize> Label<N> {
     /// Only by the backend that moved the owning state from FREE to WRITING.
     unsafe fn write(&self, text: &[u8]) {
         let len = text.len().min(N);
+        // SAFETY: the caller is the only writer (it won the FREE -> WRITING exchange), and no one
+        // reads before the state says READY.
         unsafe {
             (&mut *self.bytes.get())[..len].copy_from_slice(&text[..len]);
             *self.len.get() = len as u32;
@@ -105,6 +108,7 @@ impl<const N: usize> Label<N> {
 
     /// Only after the owning state was seen READY.
     unsafe fn read(&self) -> &[u8] {
+        // SAFETY: written once before READY and never again, so shared reads are sound.
         unsafe { &(&*self.bytes.get())[..*self.len.get() as usize] }
     }
 }
@@ -145,35 +149,40 @@ pub fn shared_size() -> usize {
     std::mem::size_of::<Header>() + std::mem::size_of::<Entry>() * capacity
 }
 
-/// Attaches the counters (see shmem.rs), zeroed on first use.
-pub unsafe fn attach() {
+/// Takes the counters' part of shared memory (`shared_size()` bytes at `base`), zeroed when `new`.
+/// Only from the shared-memory startup hook.
+pub unsafe fn attach(base: *mut u8, new: bool) {
+    // SAFETY: `base` holds `shared_size()` bytes, which fits a header and `capacity` entries; the
+    // pointers are written once per process, before any backend reads them.
     unsafe {
-        let (base, new) = shmem::part(c"pg_jobqueue stats", shared_size());
         if new {
-            std::ptr::write_bytes(base.cast::<u8>(), 0, shared_size());
+            std::ptr::write_bytes(base, 0, shared_size());
             let header = base.cast::<Header>();
             (*header).capacity = guc::STATS_MAX_QUEUES.get() as u32;
         }
         HEADER = base.cast::<Header>();
-        ENTRIES = base.cast::<u8>().add(std::mem::size_of::<Header>()).cast::<Entry>();
+        ENTRIES = base.add(std::mem::size_of::<Header>()).cast::<Entry>();
     }
 }
 
-/// Whether counters are kept: the library was preloaded.
-pub fn available() -> bool {
+/// Whether this session counts: the library was preloaded and `pg_jobqueue.stats` is on.
+fn counting() -> bool {
+    attached() && guc::STATS_ENABLED.get()
+}
+
+fn attached() -> bool {
+    // SAFETY: written once per process at startup, read-only afterwards.
     !unsafe { HEADER }.is_null()
 }
 
-/// Whether this session counts: the library was preloaded and `pg_jobqueue.stats` is on.
-pub fn counting() -> bool {
-    available() && guc::STATS_ENABLED.get()
-}
-
 fn capacity() -> usize {
+    // SAFETY: only called once attached; the header is written before the pointer.
     unsafe { (*HEADER).capacity as usize }
 }
 
 fn entry(index: usize) -> &'static Entry {
+    // SAFETY: callers pass an index below `capacity()`; entries live as long as the server, and
+    // every field is an atomic or written before its state says READY.
     unsafe { &*ENTRIES.add(index) }
 }
 
@@ -193,11 +202,9 @@ fn entry_index(queue_name: &str) -> Option<usize> {
 pub const OTHER_QUEUES: &str = "*";
 
 fn find_or_claim(queue_name: &str) -> Option<usize> {
-    let database = unsafe { pg_sys::MyDatabaseId }.to_u32();
+    let database = queue_key::database();
     let capacity = capacity();
-    let mut hasher = DefaultHasher::new();
-    (database, queue_name).hash(&mut hasher);
-    let start = (hasher.finish() % capacity as u64) as usize;
+    let start = (queue_key::hash(queue_name) % capacity as u64) as usize;
     for probe in 0..capacity {
         let index = (start + probe) % capacity;
         let entry = entry(index);
@@ -235,32 +242,20 @@ enum Event {
 
 thread_local! {
     /// This session's entry index per queue name (of its one database): entries are never freed,
-    /// so it stays right.
+    /// so it stays right. A backend is one thread.
     static CACHE: RefCell<HashMap<String, Option<usize>>> = RefCell::new(HashMap::new());
-    /// What the current transaction did, applied when it commits.
-    static PENDING: RefCell<Vec<(String, Event)>> = const { RefCell::new(Vec::new()) };
-    static CALLBACK_REGISTERED: Cell<bool> = const { Cell::new(false) };
 }
 
 fn note(queue_name: &str, event: Event) {
     if !counting() {
         return;
     }
-    if !CALLBACK_REGISTERED.get() {
-        unsafe { pg_sys::RegisterXactCallback(Some(at_transaction_end), std::ptr::null_mut()) };
-        CALLBACK_REGISTERED.set(true);
-    }
-    PENDING.with(|pending| pending.borrow_mut().push((queue_name.to_owned(), event)));
-}
-
-/// How much the current transaction has noted so far, for `forget_since`.
-pub fn noted() -> usize {
-    PENDING.with(|pending| pending.borrow().len())
-}
-
-/// Forgets what was noted since `noted()` said `mark`: a subtransaction that noted it rolled back.
-pub fn forget_since(mark: usize) {
-    PENDING.with(|pending| pending.borrow_mut().truncate(mark));
+    let queue_name = queue_name.to_owned();
+    xact::at_commit(move || {
+        if let Some(index) = entry_index(&queue_name) {
+            apply_event(entry(index), event, current_minute());
+        }
+    });
 }
 
 /// One more of `counter` for the queue, if the transaction commits.
@@ -281,24 +276,6 @@ pub fn claimed(queue_name: &str, waited_micros: i64) {
 /// A completion, and the job's running time: from its claim to its completion.
 pub fn completed(queue_name: &str, ran_micros: i64) {
     note(queue_name, Event::Completed(ran_micros));
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn at_transaction_end(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
-    let apply = match event {
-        pg_sys::XactEvent::XACT_EVENT_COMMIT => true,
-        pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PREPARE => false,
-        _ => return,
-    };
-    let events = PENDING.with(|pending| std::mem::take(&mut *pending.borrow_mut()));
-    if apply {
-        let minute = current_minute();
-        for (queue_name, event) in events {
-            if let Some(index) = entry_index(&queue_name) {
-                apply_event(entry(index), event, minute);
-            }
-        }
-    }
 }
 
 fn apply_event(entry: &Entry, event: Event, minute: u64) {
@@ -360,26 +337,6 @@ fn record(latency: &Latency, micros: i64, minute: u64) {
     slot.counts[bucket].fetch_add(1, Ordering::Relaxed);
 }
 
-pub fn bucket_of(micros: u64) -> usize {
-    if micros < 1000 {
-        return 0;
-    }
-    let quarter_octaves = (4.0 * (micros as f64 / 1000.0).log2()).floor() as usize;
-    (1 + quarter_octaves).min(BUCKETS - 1)
-}
-
-/// The upper bound of a bucket, in seconds (infinite for the last).
-pub fn bucket_upper(bucket: usize) -> f64 {
-    if bucket == BUCKETS - 1 {
-        return f64::INFINITY;
-    }
-    0.001 * 2f64.powf(bucket as f64 / 4.0)
-}
-
-fn bucket_lower(bucket: usize) -> f64 {
-    if bucket == 0 { 0.0 } else { bucket_upper(bucket - 1) }
-}
-
 fn current_minute() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() / 60).unwrap_or(0)
 }
@@ -387,10 +344,11 @@ fn current_minute() -> u64 {
 /// Zeroes every counter and histogram of this database's queues. Queue entries and error codes
 /// stay where they are.
 pub fn reset() {
-    if !available() {
+    if !attached() {
         return;
     }
-    let database = unsafe { pg_sys::MyDatabaseId }.to_u32();
+    let database = queue_key::database();
+    // SAFETY: reads the server clock.
     let now = unsafe { pg_sys::GetCurrentTimestamp() };
     for index in 0..capacity() {
         let entry = entry(index);
@@ -424,28 +382,9 @@ impl LatencySnapshot {
         self.total.iter().sum()
     }
 
-    /// The `p`-quantile of the recent window in seconds, interpolated within its bucket; None
-    /// without samples.
+    /// The `p`-quantile of the recent window in seconds; None without samples.
     pub fn recent_quantile(&self, p: f64) -> Option<f64> {
-        let total: u64 = self.recent.iter().sum();
-        if total == 0 {
-            return None;
-        }
-        let rank = p * total as f64;
-        let mut below = 0u64;
-        for (bucket, &n) in self.recent.iter().enumerate() {
-            if n > 0 && (below + n) as f64 >= rank {
-                let upper = bucket_upper(bucket);
-                let lower = bucket_lower(bucket);
-                if upper.is_infinite() {
-                    return Some(lower);
-                }
-                let within = ((rank - below as f64) / n as f64).clamp(0.0, 1.0);
-                return Some(lower + (upper - lower) * within);
-            }
-            below += n;
-        }
-        None
+        quantile(&self.recent, p)
     }
 }
 
@@ -464,10 +403,10 @@ pub struct QueueSnapshot {
 /// Every queue of this database with an entry that `visible` accepts, in name order; the "*" entry
 /// last.
 pub fn snapshot(visible: impl Fn(&str) -> bool) -> Vec<QueueSnapshot> {
-    if !available() {
+    if !attached() {
         return Vec::new();
     }
-    let database = unsafe { pg_sys::MyDatabaseId }.to_u32();
+    let database = queue_key::database();
     let minute = current_minute();
     let mut queues: Vec<QueueSnapshot> = (0..capacity())
         .filter_map(|index| {
@@ -487,10 +426,13 @@ pub fn snapshot(visible: impl Fn(&str) -> bool) -> Vec<QueueSnapshot> {
                 .iter()
                 .filter(|e| e.state.load(Ordering::SeqCst) == READY)
                 // SAFETY: filtered on READY above.
-                .map(|e| (String::from_utf8_lossy(unsafe { e.code.read() }).into_owned(), e.count.load(Ordering::Relaxed)))
+                .map(|e| {
+                    (String::from_utf8_lossy(unsafe { e.code.read() }).into_owned(), e.count.load(Ordering::Relaxed))
+                })
                 .collect();
             Some(QueueSnapshot {
                 queue_name: name,
+                // SAFETY: the server's start time, set before any backend starts.
                 counted_since: if reset_at == 0 { unsafe { pg_sys::PgStartTime } } else { reset_at },
                 counters,
                 errors,

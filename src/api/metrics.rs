@@ -7,10 +7,11 @@ use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 use pgrx::spi;
 
-use crate::stats::{self, LatencySnapshot, QueueSnapshot, BUCKETS, COUNTERS, COUNTER_NAMES};
+use crate::db;
+use crate::shared::counters::{self, Counter, LatencySnapshot, QueueSnapshot};
+use crate::shared::histogram::{bucket_upper, BUCKETS};
 
-const GAUGES: &str = include_str!("../sql/queries/metrics_gauges.sql");
-
+const GAUGES: &str = include_str!("../../sql/queries/metrics_gauges.sql");
 
 /// Counters and recent latency percentiles per queue, since the last reset (or server start). No
 /// rows without shared_preload_libraries.
@@ -74,8 +75,12 @@ fn jq_failure_counts(
         .into_iter()
         .flat_map(|q| {
             let queue = queue_label(&q).to_owned();
-            let mut rows: Vec<_> =
-                q.errors.iter().filter(|(_, n)| *n > 0).map(|(code, n)| (queue.clone(), Some(code.clone()), *n as i64)).collect();
+            let mut rows: Vec<_> = q
+                .errors
+                .iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(code, n)| (queue.clone(), Some(code.clone()), *n as i64))
+                .collect();
             if q.other_errors > 0 {
                 rows.push((queue, None, q.other_errors as i64));
             }
@@ -89,7 +94,7 @@ fn jq_failure_counts(
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_stats_reset() {
-    stats::reset();
+    counters::reset();
 }
 
 /// Every figure an operator alerts on, as Prometheus text exposition (format 0.0.4), so that a
@@ -111,20 +116,8 @@ fn queue_label(q: &QueueSnapshot) -> &str {
 
 /// This database's queues whose figures the caller may read.
 fn visible_queues() -> Vec<QueueSnapshot> {
-    stats::snapshot(crate::rights::may_see)
+    counters::snapshot(crate::rights::may_see)
 }
-
-const COUNTER_HELP: [&str; COUNTERS] = [
-    "Jobs claimed.",
-    "Jobs completed by their lease holder.",
-    "Failed attempts reported with jq_fail.",
-    "Failed attempts and expired leases that returned the job to pending, to run again.",
-    "Jobs that became dead: not retryable, or attempts spent.",
-    "Leases that expired and were reaped.",
-    "Completions and failures refused: stale token, wrong owner or expired lease.",
-    "Heartbeats refused: stale token, wrong owner or expired lease.",
-    "Jobs cancelled.",
-];
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
@@ -133,16 +126,26 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) {
 fn counter_families(out: &mut String) {
     let queues = visible_queues();
     header(out, "jq_stats_available", "gauge", "1 if counters are kept (the library is preloaded), else 0.");
-    let _ = writeln!(out, "jq_stats_available {}", u8::from(stats::available()));
-    if stats::available() {
-        header(out, "jq_stats_reset_timestamp_seconds", "gauge", "When the queue's counters were last reset, or the server started.");
+    let _ = writeln!(out, "jq_stats_available {}", u8::from(crate::guc::preloaded()));
+    if crate::guc::preloaded() {
+        header(
+            out,
+            "jq_stats_reset_timestamp_seconds",
+            "gauge",
+            "When the queue's counters were last reset, or the server started.",
+        );
         for q in &queues {
-            let _ = writeln!(out, "jq_stats_reset_timestamp_seconds{{queue=\"{}\"}} {}", escape(queue_label(q)), unix_seconds(q.counted_since));
+            let _ = writeln!(
+                out,
+                "jq_stats_reset_timestamp_seconds{{queue=\"{}\"}} {}",
+                escape(queue_label(q)),
+                unix_seconds(q.counted_since)
+            );
         }
     }
-    for (i, name) in COUNTER_NAMES.iter().enumerate() {
+    for (i, (name, help)) in Counter::NAMES.iter().zip(Counter::HELP).enumerate() {
         let family = format!("jq_{name}_total");
-        header(out, &family, "counter", COUNTER_HELP[i]);
+        header(out, &family, "counter", help);
         for q in &queues {
             let _ = writeln!(out, "{family}{{queue=\"{}\"}} {}", escape(queue_label(q)), q.counters[i]);
         }
@@ -155,12 +158,23 @@ fn counter_families(out: &mut String) {
     );
     for q in &queues {
         for (code, n) in &q.errors {
-            let _ = writeln!(out, "jq_failures_by_code_total{{queue=\"{}\",error_code=\"{}\"}} {n}", escape(queue_label(q)), escape(code));
+            let _ = writeln!(
+                out,
+                "jq_failures_by_code_total{{queue=\"{}\",error_code=\"{}\"}} {n}",
+                escape(queue_label(q)),
+                escape(code)
+            );
         }
     }
-    header(out, "jq_failures_other_codes_total", "counter", "Failed attempts whose code is not among the queue's first 16.");
+    header(
+        out,
+        "jq_failures_other_codes_total",
+        "counter",
+        "Failed attempts whose code is not among the queue's first 16.",
+    );
     for q in &queues {
-        let _ = writeln!(out, "jq_failures_other_codes_total{{queue=\"{}\"}} {}", escape(queue_label(q)), q.other_errors);
+        let _ =
+            writeln!(out, "jq_failures_other_codes_total{{queue=\"{}\"}} {}", escape(queue_label(q)), q.other_errors);
     }
     latency_families(out, &queues, "jq_wait_seconds", "Time from a job's available_at to its claim.", |q| &q.wait);
     latency_families(out, &queues, "jq_run_seconds", "Time from a job's claim to its completion.", |q| &q.run);
@@ -182,7 +196,8 @@ fn latency_families(
         for (bucket, n) in l.total.iter().enumerate() {
             cumulative += n;
             if bucket % 8 == 0 && bucket < BUCKETS - 1 {
-                let _ = writeln!(out, "{name}_bucket{{queue=\"{queue}\",le=\"{}\"}} {cumulative}", stats::bucket_upper(bucket));
+                let _ =
+                    writeln!(out, "{name}_bucket{{queue=\"{queue}\",le=\"{}\"}} {cumulative}", bucket_upper(bucket));
             }
         }
         let _ = writeln!(out, "{name}_bucket{{queue=\"{queue}\",le=\"+Inf\"}} {cumulative}");
@@ -203,22 +218,29 @@ fn latency_families(
 /// Gauges from the tables: jobs by status, ages, expiring leases and health warnings.
 fn gauge_families(out: &mut String) -> spi::Result<()> {
     type Row = (String, [i64; 6], [f64; 2], [bool; 3]);
-    let rows: Vec<Row> = Spi::connect(|client| {
-        client
-            .select(GAUGES, None, &[])?
-            .map(|r| {
-                let n = |i: usize| r.get::<i64>(i).map(|v| v.unwrap_or(0));
-                let f = |i: usize| r.get::<f64>(i).map(|v| v.unwrap_or(0.0));
-                let b = |i: usize| r.get::<bool>(i).map(|v| v.unwrap_or(false));
-                Ok((
-                    r.get::<String>(1)?.unwrap_or_default(),
-                    [n(2)?, n(3)?, n(4)?, n(5)?, n(6)?, n(7)?],
-                    [f(8)?, f(9)?],
-                    [b(10)?, b(11)?, b(12)?],
-                ))
-            })
-            .collect::<spi::Result<Vec<Row>>>()
-    })?;
+    type Columns = (
+        Option<String>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<f64>,
+        Option<f64>,
+        Option<bool>,
+        Option<bool>,
+        Option<bool>,
+    );
+    let rows: Vec<Row> = db::read_only_rows::<Columns>(GAUGES, &[])?
+        .into_iter()
+        .map(|(queue, a, b, c, d, e, f, g, h, i, j, k)| {
+            let n = |v: Option<i64>| v.unwrap_or(0);
+            let x = |v: Option<f64>| v.unwrap_or(0.0);
+            let w = |v: Option<bool>| v.unwrap_or(false);
+            (queue.unwrap_or_default(), [n(a), n(b), n(c), n(d), n(e), n(f)], [x(g), x(h)], [w(i), w(j), w(k)])
+        })
+        .collect();
     header(out, "jq_jobs", "gauge", "Jobs by status (pending: claimable now; scheduled: due later).");
     for (queue, counts, _, _) in &rows {
         for (status, n) in ["pending", "scheduled", "running", "dead", "cancelled"].iter().zip(counts) {
@@ -242,7 +264,8 @@ fn gauge_families(out: &mut String) -> spi::Result<()> {
     header(out, "jq_health_warning", "gauge", "1 when a jq_queue_health check is past its queue's threshold.");
     for (queue, _, _, warnings) in &rows {
         for (check, on) in ["claimable_age", "expiring_leases", "dead_age"].iter().zip(warnings) {
-            let _ = writeln!(out, "jq_health_warning{{queue=\"{}\",check=\"{check}\"}} {}", escape(queue), u8::from(*on));
+            let _ =
+                writeln!(out, "jq_health_warning{{queue=\"{}\",check=\"{check}\"}} {}", escape(queue), u8::from(*on));
         }
     }
     Ok(())
@@ -257,4 +280,84 @@ fn escape(value: &str) -> String {
 fn unix_seconds(at: i64) -> f64 {
     const POSTGRES_EPOCH_UNIX_SECONDS: f64 = 946_684_800.0;
     at as f64 / 1e6 + POSTGRES_EPOCH_UNIX_SECONDS
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    use crate::testing::*;
+
+    #[pg_test]
+    fn stats_count_each_state_per_queue() {
+        run("SELECT jq_enqueue_batch('s', array_fill('{}'::jsonb, ARRAY[4]))");
+        run("SELECT jq_enqueue('s', '{}', run_at => clock_timestamp() + interval '1 hour')");
+        let (id, token) = claim("s", "w", "5 s").unwrap();
+        let (dead, _) = claim("s", "w", "1 hour").unwrap();
+        run(&format!("UPDATE jq_jobs SET status = 'dead', lease_owner = NULL, lease_expires_at = NULL, finished_at = now() - interval '1 minute' WHERE id = {dead}"));
+        let cancelled = enqueue("s");
+        run(&format!("SELECT jq_cancel({cancelled})"));
+        assert!(one::<bool>(
+            "SELECT pending = 2 AND scheduled = 1 AND running = 1 AND expiring_10s = 1 AND dead = 1
+                AND cancelled = 1 AND oldest_claimable_age IS NOT NULL AND oldest_dead_age >= interval '1 minute'
+             FROM jq_queue_stats WHERE queue_name = 's'"
+        ));
+        assert!(complete(id, "w", token));
+    }
+
+    #[pg_test]
+    fn health_flags_trip_at_their_thresholds() {
+        let flags = |queue: &str| -> (bool, bool, bool) {
+            Spi::connect(|c| {
+                let row = c
+                    .select(
+                        "SELECT claimable_age_warning, expiring_leases_warning, dead_age_warning
+                         FROM jq_queue_health WHERE queue_name = $1",
+                        None,
+                        &[queue.into()],
+                    )?
+                    .first();
+                Ok::<_, pgrx::spi::Error>((
+                    row.get::<bool>(1)?.unwrap(),
+                    row.get::<bool>(2)?.unwrap(),
+                    row.get::<bool>(3)?.unwrap(),
+                ))
+            })
+            .unwrap()
+        };
+        // A queue without settings: claimable for 6 minutes is past the default 5.
+        enqueue("h");
+        run("UPDATE jq_jobs SET available_at = clock_timestamp() - interval '6 minutes' WHERE queue_name = 'h'");
+        assert_eq!(flags("h"), (true, false, false));
+        run("INSERT INTO jq_queues (queue_name, warn_claimable_age) VALUES ('h', '10 minutes')");
+        assert_eq!(flags("h"), (false, false, false));
+        run("UPDATE jq_queues SET warn_claimable_age = '5 minutes 59 seconds' WHERE queue_name = 'h'");
+        assert!(flags("h").0);
+
+        // Three leases ending within 10 s: the flag trips at 3, not at 4.
+        run("SELECT jq_enqueue_batch('h2', array_fill('{}'::jsonb, ARRAY[3]))");
+        run("SELECT count(*) FROM jq_claim('h2', 'w', interval '5 seconds', 3)");
+        run("INSERT INTO jq_queues (queue_name, warn_expiring_leases) VALUES ('h2', 4)");
+        assert_eq!(flags("h2"), (false, false, false));
+        run("UPDATE jq_queues SET warn_expiring_leases = 3 WHERE queue_name = 'h2'");
+        assert_eq!(flags("h2"), (false, true, false));
+
+        // A job dead for two hours is past the default hour; NULL turns the check off.
+        enqueue("h3");
+        run("SELECT jq_fail(id, 'w', lease_token, 'E', retryable => false) FROM jq_claim('h3', 'w')");
+        run("UPDATE jq_jobs SET finished_at = clock_timestamp() - interval '2 hours' WHERE queue_name = 'h3'");
+        assert_eq!(flags("h3"), (false, false, true));
+        run("INSERT INTO jq_queues (queue_name, warn_dead_age) VALUES ('h3', NULL)");
+        assert_eq!(flags("h3"), (false, false, false));
+    }
+
+    #[pg_test]
+    fn without_preload_there_are_no_counters_and_metrics_still_render() {
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_queue_counters()"), 0);
+        enqueue("m");
+        let metrics = one::<String>("SELECT jq_metrics()");
+        assert!(metrics.contains("jq_stats_available 0\n"), "{metrics}");
+        assert!(metrics.contains("jq_jobs{queue=\"m\",status=\"pending\"} 1\n"), "{metrics}");
+    }
 }

@@ -10,7 +10,7 @@ use pgrx::prelude::*;
 
 use crate::input::nominal_micros;
 
-extension_sql_file!("../sql/backoff.sql", name = "backoff", requires = [jq_backoff_delay]);
+extension_sql_file!("../../sql/schema/backoff.sql", name = "backoff", requires = [jq_backoff_delay]);
 
 /// The delay before the next attempt after `attempt` failed attempts: `base * 2^(attempt - 1)`, at
 /// most `cap`, times a uniform draw from [0.5, 1) ("equal jitter": a burst of failures spreads out,
@@ -19,6 +19,7 @@ extension_sql_file!("../sql/backoff.sql", name = "backoff", requires = [jq_backo
 #[pg_extern(volatile, parallel_safe, strict)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_backoff_delay(base: Interval, cap: Interval, attempt: i32) -> Interval {
+    // SAFETY: PostgreSQL's global generator, seeded per backend; a backend is one thread.
     let jitter = unsafe { pg_sys::pg_prng_double(&raw mut pg_sys::pg_global_prng_state) };
     Interval::from_micros(delay_micros(nominal_micros(base), nominal_micros(cap), attempt, jitter))
 }
@@ -56,5 +57,31 @@ mod unit {
                 assert!((0..=century as i64).contains(&delay), "{base} at {attempt}: {delay}");
             }
         }
+    }
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    use crate::testing::*;
+
+    #[pg_test]
+    fn backoff_grows_exponentially_and_stops_at_the_cap() {
+        run("INSERT INTO jq_queues (queue_name, backoff_base, backoff_cap) VALUES ('b', '1 s', '30 s')");
+        let delays: Vec<f64> = (1..=8)
+            .map(|attempt| one::<f64>(&format!("SELECT extract(epoch FROM jq_backoff('b', {attempt}))::float8")))
+            .collect();
+        for (i, d) in delays.iter().enumerate() {
+            let nominal = f64::min(30.0, 2f64.powi(i as i32));
+            assert!(
+                *d >= nominal / 2.0 && *d <= nominal,
+                "attempt {}: {d} outside [{}, {nominal}]",
+                i + 1,
+                nominal / 2.0
+            );
+        }
+        assert!(one::<f64>("SELECT extract(epoch FROM jq_backoff('b', 1000))::float8") <= 30.0);
     }
 }

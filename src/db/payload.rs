@@ -18,6 +18,7 @@ pub struct Payload(pg_sys::Datum);
 impl Payload {
     /// Bytes of the jsonb value as stored before compression, header excluded.
     pub fn size_bytes(&self) -> usize {
+        // SAFETY: the datum is a jsonb value (only jsonb arguments and columns become a Payload).
         unsafe { pg_sys::toast_raw_datum_size(self.0) - pg_sys::VARHDRSZ }
     }
 }
@@ -38,10 +39,13 @@ impl FromDatum for Payload {
         if is_null {
             return None;
         }
-        memory_context.switch_to(|_| unsafe {
-            let copy = pg_sys::pg_detoast_datum_copy(datum.cast_mut_ptr());
-            Some(Payload(pg_sys::Datum::from(copy)))
-        })
+        // SAFETY: a non-null jsonb datum, copied into the memory context switched to.
+        unsafe {
+            memory_context.switch_to(|_| {
+                let copy = pg_sys::pg_detoast_datum_copy(datum.cast_mut_ptr());
+                Some(Payload(pg_sys::Datum::from(copy)))
+            })
+        }
     }
 }
 
@@ -55,13 +59,16 @@ impl IntoDatum for Payload {
     }
 }
 
+// SAFETY: a Payload argument is read as the datum it is; pgrx passes only jsonb arguments here.
 unsafe impl<'fcx> ArgAbi<'fcx> for Payload {
     unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
+        // SAFETY: the argument is a jsonb datum, which `from_datum` takes as it is.
         unsafe { arg.unbox_arg_using_from_datum() }.expect("a non-null payload argument")
     }
 }
 
 /// Array elements (jq_enqueue_batch) arrive as datums inside the array, which outlives the call.
+// SAFETY: the element datum is kept as it is, and the array it points into outlives the call.
 unsafe impl UnboxDatum for Payload {
     type As<'src> = Payload;
 
@@ -73,8 +80,10 @@ unsafe impl UnboxDatum for Payload {
     }
 }
 
+// SAFETY: returns the jsonb datum unchanged as the function's jsonb result.
 unsafe impl BoxRet for Payload {
     unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> Datum<'fcx> {
+        // SAFETY: a jsonb datum, returned as the function's jsonb result.
         unsafe { fcinfo.return_raw_datum(self.0) }
     }
 }

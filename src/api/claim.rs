@@ -1,0 +1,352 @@
+//! jq_claim: take claimable jobs under a lease, now or (with a `wait`) as soon as there are some.
+
+use std::time::Duration;
+
+use pgrx::datum::{DatumWithOid, Interval, TimestampWithTimeZone};
+use pgrx::prelude::*;
+use pgrx::spi;
+
+use super::{reap, wait};
+use crate::db::{self, clock, payload::Payload, Session};
+use crate::input;
+use crate::rights::{self, Privilege};
+use crate::shared::counters;
+
+const CLAIM: &str = include_str!("../../sql/queries/claim.sql");
+const ADMIT: &str = include_str!("../../sql/queries/claim_admit.sql");
+const RUNNING: &str = include_str!("../../sql/queries/claim_running.sql");
+const SLOT_FREE: &str = include_str!("../../sql/queries/claim_slot_free.sql");
+
+/// One claimed job, in the column order of jq_claim's result.
+pub type ClaimedJob = (i64, String, Payload, i32, i32, i32, i64, TimestampWithTimeZone);
+
+/// Claims up to `batch_size` claimable jobs of the queue in one statement that never waits on a row
+/// another claimer holds. Returns no rows when nothing is claimable, or, with a `wait`, when nothing
+/// became claimable within it (see `wait`).
+// pgrx reads the result columns from the signature, so the type is spelled out here.
+#[allow(clippy::type_complexity)]
+#[pg_extern(name = "jq_claim", volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+pub fn jq_claim_wait(
+    queue_name: Option<&str>,
+    worker: Option<&str>,
+    lease: default!(Option<Interval>, "NULL"),
+    batch_size: default!(Option<i32>, 1),
+    wait: default!(Option<Interval>, "NULL"),
+) -> spi::Result<
+    TableIterator<
+        'static,
+        (
+            name!(id, i64),
+            name!(queue_name, String),
+            name!(payload, Payload),
+            name!(priority, i32),
+            name!(attempt_count, i32),
+            name!(max_attempts, i32),
+            name!(lease_token, i64),
+            name!(lease_expires_at, TimestampWithTimeZone),
+        ),
+    >,
+> {
+    let now = clock::now();
+    let queue_name = input::queue_name(queue_name);
+    let worker = input::worker(worker);
+    let lease = input::lease_length("lease", lease, now);
+    let batch_size = input::batch_size(batch_size);
+    let wait = input::wait(wait, now);
+    rights::require(queue_name, Privilege::Consume);
+    let jobs = match wait {
+        None => rights::as_owner(|| claim_now(queue_name, worker, lease, batch_size, false, now))?,
+        Some(wait) => claim_waiting(queue_name, worker, lease, batch_size, wait)?,
+    };
+    Ok(TableIterator::new(jobs))
+}
+
+fn claim_waiting(
+    queue_name: &str,
+    worker: &str,
+    lease: Option<Interval>,
+    batch_size: i32,
+    wait: Duration,
+) -> spi::Result<Vec<ClaimedJob>> {
+    wait::refuse_outside_read_committed();
+    rights::as_owner(|| {
+        wait::look_until_found(queue_name, wait, |now| claim_now(queue_name, worker, lease, batch_size, true, now))
+    })
+}
+
+/// One claim: the jobs claimable now, at most `batch_size`, in claim order.
+///
+/// A queue with a concurrency limit claims nothing in the first statement. Only then, when the first
+/// statement came back empty, does the claim look for a limit: it takes the queue's row lock and
+/// claims again within the free slots. Queues without a limit never take that lock, and a successful
+/// claim of theirs costs nothing extra. A waiting claim (`waiting`) first checks without a lock that
+/// a slot is free and a job is claimable: the lock, once taken, is held until the transaction ends,
+/// and a claim that sleeps must not hold it, or the transaction id it brings. `now` is the clock of
+/// this look, for its recovery and its claim alike.
+fn claim_now(
+    queue_name: &str,
+    worker: &str,
+    lease: Option<Interval>,
+    batch_size: i32,
+    waiting: bool,
+    now: TimestampWithTimeZone,
+) -> spi::Result<Vec<ClaimedJob>> {
+    reap::recover_inline(queue_name, now)?;
+    let args = |batch_size: i32, admitted: bool| -> [DatumWithOid<'static>; 6] {
+        [queue_name.into(), worker.into(), lease.into(), batch_size.into(), now.into(), admitted.into()]
+    };
+    let mut jobs = db::connect(|db| {
+        let jobs = claim_rows(db, &args(batch_size, false))?;
+        if !jobs.is_empty() {
+            return Ok(jobs);
+        }
+        if waiting && !db.first::<bool>(SLOT_FREE, &[queue_name.into(), now.into()])?.unwrap_or(false) {
+            return Ok(jobs);
+        }
+        // Taking the row lock is also the test for a limit: it returns no row for an unlimited queue.
+        let Some(limit) = db.first::<i32>(ADMIT, &[queue_name.into()])? else {
+            return Ok(jobs);
+        };
+        let running = db.first::<i64>(RUNNING, &[queue_name.into()])?.unwrap_or(0);
+        let free = i64::from(limit) - running;
+        if free <= 0 {
+            return Ok(jobs);
+        }
+        claim_rows(db, &args(batch_size.min(free as i32), true))
+    })?;
+    jobs.sort_unstable_by_key(|(_, order)| *order);
+    let now = pg_sys::TimestampTz::from(now);
+    for (_, (_, _, available_at, _)) in &jobs {
+        counters::claimed(queue_name, now - available_at);
+    }
+    Ok(jobs.into_iter().map(|(job, _)| job).collect())
+}
+
+/// Claim order as a sort key: starving jobs first, oldest first; then `priority DESC, available_at, id`.
+type ClaimOrder = (bool, std::cmp::Reverse<i32>, pg_sys::TimestampTz, i64);
+
+/// The claimed rows: the job's columns, then its `available_at` and whether it was starving.
+type ClaimedRow = (i64, String, Payload, i32, i32, i32, i64, TimestampWithTimeZone, TimestampWithTimeZone, bool);
+
+fn claim_rows(db: &mut Session, args: &[DatumWithOid]) -> spi::Result<Vec<(ClaimedJob, ClaimOrder)>> {
+    let rows: Vec<ClaimedRow> = db.rows(CLAIM, args)?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, queue, payload, priority, attempts, max_attempts, token, expires, available_at, starved)| {
+            let rank = if starved { 0 } else { priority };
+            let order = (!starved, std::cmp::Reverse(rank), available_at.into(), id);
+            ((id, queue, payload, priority, attempts, max_attempts, token, expires), order)
+        })
+        .collect())
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    use crate::testing::*;
+
+    #[pg_test]
+    fn claim_follows_priority_then_available_at_then_id() {
+        let low = one::<i64>("SELECT jq_enqueue('q', '{}', priority => 1)");
+        let high_late =
+            one::<i64>("SELECT jq_enqueue('q', '{}', priority => 9, run_at => clock_timestamp() - interval '1 s')");
+        let high_early =
+            one::<i64>("SELECT jq_enqueue('q', '{}', priority => 9, run_at => clock_timestamp() - interval '1 h')");
+        let high_early_2 = one::<i64>("SELECT jq_enqueue('q', '{}', priority => 9, run_at => (SELECT available_at FROM jq_jobs WHERE id = currval('jq_jobs_id_seq')))");
+        let order: Vec<i64> = Spi::connect(|c| {
+            c.select("SELECT id FROM jq_claim('q', 'w', batch_size => 10)", None, &[])
+                .unwrap()
+                .map(|r| r.get::<i64>(1).unwrap().unwrap())
+                .collect()
+        });
+        assert_eq!(order, vec![high_early, high_early_2, high_late, low]);
+    }
+
+    #[pg_test]
+    fn claim_batch_changes_exactly_the_rows_it_returns() {
+        run("SELECT jq_enqueue_batch('q', array_fill('{}'::jsonb, ARRAY[5]))");
+        let returned: Vec<i64> = Spi::connect(|c| {
+            c.select("SELECT id FROM jq_claim('q', 'w', batch_size => 3)", None, &[])
+                .unwrap()
+                .map(|r| r.get::<i64>(1).unwrap().unwrap())
+                .collect()
+        });
+        let running: Vec<i64> = Spi::connect(|c| {
+            c.select("SELECT id FROM jq_jobs WHERE status = 'running' ORDER BY id", None, &[])
+                .unwrap()
+                .map(|r| r.get::<i64>(1).unwrap().unwrap())
+                .collect()
+        });
+        let mut sorted = returned.clone();
+        sorted.sort();
+        assert_eq!(returned.len(), 3);
+        assert_eq!(sorted, running);
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_claim('q', 'w', batch_size => 10)"), 2);
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_claim('q', 'w', batch_size => 10)"), 0);
+    }
+
+    #[pg_test]
+    fn claim_sets_the_lease_and_increments_token_and_attempts() {
+        let id = enqueue("q");
+        assert!(one::<bool>(&format!(
+            "SELECT c.id = {id} AND c.attempt_count = 1 AND c.lease_token = 1
+                AND c.lease_expires_at BETWEEN clock_timestamp() + interval '59 s' AND clock_timestamp() + interval '60 s'
+             FROM jq_claim('q', 'w1') c"
+        )));
+        assert!(one::<bool>(&format!(
+            "SELECT status = 'running' AND lease_owner = 'w1' AND attempt_count = 1 AND lease_token = 1
+             FROM jq_jobs WHERE id = {id}"
+        )));
+    }
+
+    #[pg_test]
+    fn claim_uses_the_queue_default_lease_when_none_given() {
+        run("INSERT INTO jq_queues (queue_name, default_lease) VALUES ('slow', '10 minutes')");
+        enqueue("slow");
+        assert!(one::<bool>(
+            "SELECT lease_expires_at > clock_timestamp() + interval '9 minutes' FROM jq_claim('slow', 'w')"
+        ));
+    }
+
+    #[pg_test]
+    fn claim_returns_nothing_from_an_empty_or_paused_queue() {
+        assert_eq!(claim("empty", "w", "30 s"), None);
+        run("INSERT INTO jq_queues (queue_name, paused) VALUES ('p', true)");
+        let id = enqueue("p");
+        assert_eq!(claim("p", "w", "30 s"), None);
+        assert_eq!(status(id), "pending");
+        run("UPDATE jq_queues SET paused = false WHERE queue_name = 'p'");
+        assert_eq!(claim("p", "w", "30 s").map(|c| c.0), Some(id));
+    }
+
+    #[pg_test]
+    fn ordering_key_runs_a_key_one_at_a_time_in_id_order() {
+        let a1 = one::<i64>("SELECT jq_enqueue('q', '{}', ordering_key => 'a')");
+        let a2 = one::<i64>("SELECT jq_enqueue('q', '{}', priority => 10, ordering_key => 'a')");
+        let free = enqueue("q");
+        let claimed: Vec<i64> = Spi::connect(|c| {
+            c.select("SELECT id FROM jq_claim('q', 'w', batch_size => 10) ORDER BY id", None, &[])
+                .unwrap()
+                .map(|r| r.get::<i64>(1).unwrap().unwrap())
+                .collect()
+        });
+        assert_eq!(claimed, vec![a1, free], "a2 waits behind a1 despite its priority");
+        let token = one::<i64>(&format!("SELECT lease_token FROM jq_jobs WHERE id = {a1}"));
+        assert!(complete(a1, "w", token));
+        assert_eq!(claim("q", "w", "30 s").map(|c| c.0), Some(a2));
+    }
+
+    /// Collects the ids a query returns, in its order.
+    fn ids(sql: &str) -> Vec<i64> {
+        Spi::connect(|c| c.select(sql, None, &[]).unwrap().map(|r| r.get::<i64>(1).unwrap().unwrap()).collect())
+    }
+
+    /// Our choice for ordering keys: a dead or cancelled job no longer holds its key, so the jobs
+    /// behind it run. A pending head with a future run_at does hold it.
+    #[pg_test]
+    fn ordering_key_dead_or_cancelled_heads_let_the_rest_pass() {
+        let dead = one::<i64>("SELECT jq_enqueue('q', '{}', max_attempts => 1, ordering_key => 'k')");
+        let cancelled = one::<i64>("SELECT jq_enqueue('q', '{}', ordering_key => 'k')");
+        let third = one::<i64>("SELECT jq_enqueue('q', '{}', ordering_key => 'k')");
+        let (_, token) = claim("q", "w", "30 s").unwrap();
+        assert!(one::<bool>(&format!("SELECT jq_fail({dead}, 'w', {token}, 'E', retryable => false)")));
+        assert!(one::<bool>(&format!("SELECT jq_cancel({cancelled})")));
+        assert_eq!(claim("q", "w", "30 s").map(|c| c.0), Some(third));
+    }
+
+    #[pg_test]
+    fn ordering_key_head_with_a_future_run_at_holds_the_key() {
+        one::<i64>(
+            "SELECT jq_enqueue('q', '{}', run_at => clock_timestamp() + interval '1 hour', ordering_key => 'k')",
+        );
+        one::<i64>("SELECT jq_enqueue('q', '{}', ordering_key => 'k')");
+        let other = one::<i64>("SELECT jq_enqueue('q', '{}', ordering_key => 'other')");
+        assert_eq!(ids("SELECT id FROM jq_claim('q', 'w', batch_size => 10)"), vec![other]);
+    }
+
+    #[pg_test]
+    fn ordering_key_redriven_head_waits_for_the_running_job_then_goes_first() {
+        let first = one::<i64>("SELECT jq_enqueue('q', '{}', max_attempts => 1, ordering_key => 'k')");
+        let second = one::<i64>("SELECT jq_enqueue('q', '{}', ordering_key => 'k')");
+        one::<i64>("SELECT jq_enqueue('q', '{}', ordering_key => 'k')");
+        let (_, t1) = claim("q", "w", "30 s").unwrap();
+        assert!(one::<bool>(&format!("SELECT jq_fail({first}, 'w', {t1}, 'E', retryable => false)")));
+        let (running, t2) = claim("q", "w", "30 s").unwrap();
+        assert_eq!(running, second);
+        assert!(one::<bool>(&format!("SELECT jq_retry({first})")));
+        assert_eq!(claim("q", "w", "30 s"), None, "the re-driven head waits while `second` runs");
+        assert!(complete(second, "w", t2));
+        assert_eq!(claim("q", "w", "30 s").map(|c| c.0), Some(first));
+        assert_eq!(claim("q", "w", "30 s"), None, "the third job waits for the re-driven head");
+    }
+
+    #[pg_test]
+    fn concurrency_limit_caps_running_jobs_of_the_queue() {
+        run("INSERT INTO jq_queues (queue_name, concurrency_limit) VALUES ('lim', 2)");
+        run("SELECT jq_enqueue_batch('lim', array_fill('{}'::jsonb, ARRAY[5]))");
+        let first = ids("SELECT id FROM jq_claim('lim', 'w', batch_size => 5)");
+        assert_eq!(first.len(), 2);
+        assert_eq!(ids("SELECT id FROM jq_claim('lim', 'w')").len(), 0);
+        let token = one::<i64>(&format!("SELECT lease_token FROM jq_jobs WHERE id = {}", first[0]));
+        assert!(complete(first[0], "w", token));
+        assert_eq!(ids("SELECT id FROM jq_claim('lim', 'w', batch_size => 5)").len(), 1);
+        run("UPDATE jq_queues SET concurrency_limit = NULL WHERE queue_name = 'lim'");
+        assert_eq!(ids("SELECT id FROM jq_claim('lim', 'w', batch_size => 5)").len(), 2);
+    }
+
+    #[pg_test]
+    fn an_expired_but_unreaped_job_still_takes_a_slot() {
+        run("SET LOCAL pg_jobqueue.inline_reap_max = 0");
+        run("INSERT INTO jq_queues (queue_name, concurrency_limit) VALUES ('lim', 1)");
+        run("SELECT jq_enqueue_batch('lim', array_fill('{}'::jsonb, ARRAY[2]))");
+        claim("lim", "w", "1 second").unwrap();
+        sleep(1.1);
+        assert_eq!(claim("lim", "w", "30 s"), None);
+        assert_eq!(one::<i32>("SELECT jq_reap()"), 1);
+        run("UPDATE jq_jobs SET available_at = clock_timestamp() WHERE status = 'pending'");
+        assert!(claim("lim", "w", "30 s").is_some());
+    }
+
+    #[pg_test]
+    fn a_starving_job_is_claimed_before_fresher_higher_priorities() {
+        run("INSERT INTO jq_queues (queue_name, starvation_limit) VALUES ('f', '1 minute')");
+        let fresh_high = one::<i64>("SELECT jq_enqueue('f', '{}', priority => 100)");
+        let waiting_low =
+            one::<i64>("SELECT jq_enqueue('f', '{}', priority => -5, run_at => clock_timestamp() - interval '30 s')");
+        let starving_low = one::<i64>(
+            "SELECT jq_enqueue('f', '{}', priority => -10, run_at => clock_timestamp() - interval '2 minutes')",
+        );
+        assert_eq!(
+            ids("SELECT id FROM jq_claim('f', 'w', batch_size => 10)"),
+            vec![starving_low, fresh_high, waiting_low],
+            "the starving job first, then strict priority"
+        );
+    }
+
+    #[pg_test]
+    fn without_a_starvation_limit_priority_is_strict() {
+        run("INSERT INTO jq_queues (queue_name, starvation_limit) VALUES ('s', NULL)");
+        let high = one::<i64>("SELECT jq_enqueue('s', '{}', priority => 1)");
+        let old_low = one::<i64>("SELECT jq_enqueue('s', '{}', run_at => clock_timestamp() - interval '1 day')");
+        assert_eq!(ids("SELECT id FROM jq_claim('s', 'w', batch_size => 10)"), vec![high, old_low]);
+    }
+
+    #[pg_test]
+    fn a_setting_change_applies_to_the_next_claim_not_the_running_job() {
+        run("INSERT INTO jq_queues (queue_name, max_runtime) VALUES ('m', '90 seconds')");
+        let id = enqueue("m");
+        let (_, token) = claim("m", "w", "30 s").unwrap();
+        run("UPDATE jq_queues SET max_runtime = '1 hour', default_lease = '10 minutes' WHERE queue_name = 'm'");
+        assert!(one::<bool>(&format!("SELECT jq_heartbeat({id}, 'w', {token}, interval '10 minutes')")));
+        assert!(one::<bool>(&format!(
+            "SELECT lease_expires_at = claimed_at + interval '90 s' FROM jq_jobs WHERE id = {id}"
+        )));
+        enqueue("m");
+        assert!(one::<bool>(
+            "SELECT lease_expires_at > clock_timestamp() + interval '9 minutes' FROM jq_claim('m', 'w')"
+        ));
+    }
+}

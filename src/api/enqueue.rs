@@ -1,0 +1,184 @@
+//! jq_enqueue and jq_enqueue_batch: new pending jobs.
+
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::prelude::*;
+use pgrx::spi;
+
+use crate::db::{self, clock, payload::Payload};
+use crate::input;
+use crate::rights::{self, Privilege};
+use crate::shared::wake;
+
+const INSERT: &str = include_str!("../../sql/queries/enqueue.sql");
+const INSERT_UNLESS_KEY_HELD: &str = include_str!("../../sql/queries/enqueue_dedup.sql");
+const LIVE_HOLDER_OF_KEY: &str = include_str!("../../sql/queries/enqueue_existing.sql");
+const INSERT_BATCH: &str = include_str!("../../sql/queries/enqueue_batch.sql");
+
+/// Enqueues one job and returns its id. With a dedup key held by a live (pending or running) job of
+/// the queue, returns that job's id and inserts nothing.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn jq_enqueue(
+    queue_name: Option<&str>,
+    payload: Option<Payload>,
+    priority: default!(Option<i32>, 0),
+    run_at: default!(Option<TimestampWithTimeZone>, "NULL"),
+    max_attempts: default!(Option<i32>, "NULL"),
+    dedup_key: default!(Option<&str>, "NULL"),
+    ordering_key: default!(Option<&str>, "NULL"),
+) -> spi::Result<i64> {
+    let queue_name = input::queue_name(queue_name);
+    let payload = input::payload("payload", payload);
+    let priority = input::priority(priority);
+    let run_at = input::run_at(run_at);
+    let max_attempts = input::max_attempts(max_attempts);
+    let dedup_key = input::key("dedup_key", dedup_key);
+    let ordering_key = input::key("ordering_key", ordering_key);
+    rights::require(queue_name, Privilege::Enqueue);
+    let now = clock::now();
+
+    let insert = if dedup_key.is_some() { INSERT_UNLESS_KEY_HELD } else { INSERT };
+    rights::as_owner(|| {
+        db::connect(|db| loop {
+            let inserted = db.first::<i64>(
+                insert,
+                &[
+                    queue_name.into(),
+                    payload.into(),
+                    priority.into(),
+                    run_at.into(),
+                    max_attempts.into(),
+                    dedup_key.into(),
+                    ordering_key.into(),
+                    now.into(),
+                ],
+            )?;
+            if let Some(id) = inserted {
+                wake::after_enqueue(db, queue_name)?;
+                return Ok(id);
+            }
+            // A live job holds the key. It may finish between the two statements; then the key is free
+            // and the insert is tried again. Run read-write (as `Session::first` does), so that the lookup
+            // takes a fresh snapshot: a read-only one would reuse the calling statement's, which may
+            // predate the holder, and the loop would never end.
+            if let Some(id) = db.first::<i64>(LIVE_HOLDER_OF_KEY, &[queue_name.into(), dedup_key.into()])? {
+                return Ok(id);
+            }
+        })
+    })
+}
+
+/// Enqueues many jobs in one statement; returns their ids in input order.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn jq_enqueue_batch(
+    queue_name: Option<&str>,
+    payloads: Option<Vec<Option<Payload>>>,
+    priority: default!(Option<i32>, 0),
+    run_at: default!(Option<TimestampWithTimeZone>, "NULL"),
+    max_attempts: default!(Option<i32>, "NULL"),
+) -> spi::Result<SetOfIterator<'static, i64>> {
+    let queue_name = input::queue_name(queue_name);
+    let payloads = input::payloads(payloads);
+    let priority = input::priority(priority);
+    let run_at = input::run_at(run_at);
+    let max_attempts = input::max_attempts(max_attempts);
+    rights::require(queue_name, Privilege::Enqueue);
+    let now = clock::now();
+
+    let ids = rights::as_owner(|| {
+        db::connect(|db| {
+            let args =
+                [queue_name.into(), payloads.into(), priority.into(), run_at.into(), max_attempts.into(), now.into()];
+            let ids: Vec<(i64,)> = db.rows(INSERT_BATCH, &args)?;
+            if !ids.is_empty() {
+                wake::after_enqueue(db, queue_name)?;
+            }
+            Ok(ids)
+        })
+    })?;
+    Ok(SetOfIterator::new(ids.into_iter().map(|(id,)| id)))
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    use crate::testing::*;
+
+    #[pg_test]
+    fn enqueue_stores_a_pending_job_with_defaults() {
+        let id = enqueue("emails");
+        assert!(one::<bool>(&format!(
+            "SELECT status = 'pending' AND priority = 0 AND attempt_count = 0 AND max_attempts = 8
+                AND lease_token = 0 AND lease_owner IS NULL AND lease_expires_at IS NULL
+                AND available_at = created_at AND finished_at IS NULL AND payload = '{{\"k\": 1}}'
+             FROM jq_jobs WHERE id = {id}"
+        )));
+    }
+
+    #[pg_test]
+    fn enqueue_takes_max_attempts_from_the_queue_unless_given() {
+        run("INSERT INTO jq_queues (queue_name, max_attempts) VALUES ('q3', 3)");
+        let from_queue = one::<i64>("SELECT jq_enqueue('q3', '{}')");
+        let explicit = one::<i64>("SELECT jq_enqueue('q3', '{}', max_attempts => 5)");
+        let other_queue = one::<i64>("SELECT jq_enqueue('other', '{}')");
+        let max = |id: i64| one::<i32>(&format!("SELECT max_attempts FROM jq_jobs WHERE id = {id}"));
+        assert_eq!((max(from_queue), max(explicit), max(other_queue)), (3, 5, 8));
+    }
+
+    #[pg_test]
+    fn ids_are_never_reused_and_ascend() {
+        let a = enqueue("q");
+        let b = enqueue("q");
+        run(&format!("DELETE FROM jq_jobs WHERE id = {b}"));
+        let c = enqueue("q");
+        assert!(a < b && b < c);
+    }
+
+    #[pg_test]
+    fn run_at_delays_a_job() {
+        run("SELECT jq_enqueue('q', '{}', run_at => clock_timestamp() + interval '1 hour')");
+        assert_eq!(claim("q", "w", "30 s"), None);
+        let past = one::<i64>("SELECT jq_enqueue('q', '{}', run_at => clock_timestamp() - interval '1 minute')");
+        assert_eq!(claim("q", "w", "30 s").map(|c| c.0), Some(past));
+        assert_eq!(one::<i64>("SELECT scheduled FROM jq_queue_stats WHERE queue_name = 'q'"), 1);
+    }
+
+    #[pg_test]
+    fn enqueue_batch_returns_ids_in_input_order() {
+        let ids: Vec<i64> = Spi::connect(|c| {
+            c.select(
+                "SELECT * FROM jq_enqueue_batch('b', ARRAY['{\"n\":1}', '{\"n\":2}', '{\"n\":3}']::jsonb[], 7)",
+                None,
+                &[],
+            )
+            .unwrap()
+            .map(|r| r.get::<i64>(1).unwrap().unwrap())
+            .collect()
+        });
+        assert_eq!(ids.len(), 3);
+        for (i, id) in ids.iter().enumerate() {
+            let n = one::<i32>(&format!("SELECT (payload->>'n')::int FROM jq_jobs WHERE id = {id} AND priority = 7"));
+            assert_eq!(n as usize, i + 1);
+        }
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_enqueue_batch('b', ARRAY[]::jsonb[])"), 0);
+    }
+
+    #[pg_test]
+    fn dedup_key_returns_the_live_job_until_it_finishes() {
+        let first = one::<i64>("SELECT jq_enqueue('q', '{}', dedup_key => 'user-7')");
+        assert_eq!(one::<i64>("SELECT jq_enqueue('q', '{\"other\": 1}', dedup_key => 'user-7')"), first);
+        assert_ne!(one::<i64>("SELECT jq_enqueue('other', '{}', dedup_key => 'user-7')"), first);
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_jobs WHERE queue_name = 'q'"), 1);
+        let (_, token) = claim("q", "w", "30 s").unwrap();
+        assert_eq!(
+            one::<i64>("SELECT jq_enqueue('q', '{}', dedup_key => 'user-7')"),
+            first,
+            "running still holds the key"
+        );
+        assert!(complete(first, "w", token));
+        assert_ne!(one::<i64>("SELECT jq_enqueue('q', '{}', dedup_key => 'user-7')"), first);
+    }
+}

@@ -1,0 +1,342 @@
+//! The lease holder's verbs: jq_heartbeat, jq_complete, jq_fail. Each acts only while the job runs
+//! under this worker's unexpired lease with this token; otherwise it changes nothing and returns false.
+//!
+//! The caller needs `consume` on the job's queue. The queue is known only from the row, so each
+//! verb makes its guarded change first and checks the right on the queue it returns: without the
+//! right the call raises 42501, which undoes the change. That costs the hot path no extra statement.
+
+use pgrx::datum::{Interval, TimestampWithTimeZone};
+use pgrx::prelude::*;
+use pgrx::spi;
+
+use crate::db::{self, clock, Session};
+use crate::input;
+use crate::rights::{self, Privilege};
+use crate::shared::counters::{self, Counter};
+
+const HEARTBEAT: &str = include_str!("../../sql/queries/heartbeat.sql");
+const COMPLETE: &str = include_str!("../../sql/queries/complete.sql");
+const COMPLETE_BATCH: &str = include_str!("../../sql/queries/complete_batch.sql");
+const FAIL: &str = include_str!("../../sql/queries/fail.sql");
+pub const JOB_QUEUE: &str = include_str!("../../sql/queries/job_queue.sql");
+
+/// Extends the lease to now + `extend` (default: the length it was claimed with), never past the
+/// queue's maximum runtime counted from this attempt's claim.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn jq_heartbeat(
+    job_id: Option<i64>,
+    worker: Option<&str>,
+    lease_token: Option<i64>,
+    extend: default!(Option<Interval>, "NULL"),
+) -> spi::Result<bool> {
+    let now = clock::now();
+    let job_id = input::job_id(job_id);
+    let worker = input::worker(worker);
+    let lease_token = input::lease_token(lease_token);
+    let extend = input::lease_length("extend", extend, now);
+    rights::as_owner(|| {
+        db::connect(|db| {
+            let args = [job_id.into(), worker.into(), lease_token.into(), extend.into(), now.into()];
+            let Some((queue_name,)) = db.rows::<(String,)>(HEARTBEAT, &args)?.pop() else {
+                count_refused(db, vec![job_id], Counter::StaleHeartbeats)?;
+                return Ok(false);
+            };
+            rights::require(&queue_name, Privilege::Consume);
+            Ok(true)
+        })
+    })
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn jq_complete(job_id: Option<i64>, worker: Option<&str>, lease_token: Option<i64>) -> spi::Result<bool> {
+    let job_id = input::job_id(job_id);
+    let worker = input::worker(worker);
+    let lease_token = input::lease_token(lease_token);
+    let now = clock::now();
+    rights::as_owner(|| {
+        db::connect(|db| {
+            let args = [job_id.into(), worker.into(), lease_token.into(), now.into()];
+            let Some((queue_name, claimed_at)) = db.rows::<(String, TimestampWithTimeZone)>(COMPLETE, &args)?.pop()
+            else {
+                count_refused(db, vec![job_id], Counter::StaleCompletions)?;
+                return Ok(false);
+            };
+            rights::require(&queue_name, Privilege::Consume);
+            count_completion(&queue_name, claimed_at, now);
+            Ok(true)
+        })
+    })
+}
+
+fn count_completion(queue_name: &str, claimed_at: TimestampWithTimeZone, now: TimestampWithTimeZone) {
+    counters::completed(queue_name, micros(now) - micros(claimed_at));
+}
+
+fn micros(at: TimestampWithTimeZone) -> i64 {
+    pg_sys::TimestampTz::from(at)
+}
+
+/// A refused call: raises 42501 if the caller lacks `consume` on a job's queue (so that a call
+/// without the right is refused the same whether its token was right or not), and otherwise counts
+/// it against the queue (a job that does not exist counts nowhere). Refusals are rare, so the
+/// lookup costs the hot path nothing.
+fn count_refused(db: &mut Session, job_ids: Vec<i64>, counter: Counter) -> spi::Result<()> {
+    for (queue_name,) in db.rows::<(String,)>(JOB_QUEUE, &[job_ids.into()])? {
+        rights::require(&queue_name, Privilege::Consume);
+        counters::count(&queue_name, counter);
+    }
+    Ok(())
+}
+
+/// jq_complete for a batch, in one statement: `lease_tokens[i]` is the token of `job_ids[i]`. Each job
+/// is completed under jq_complete's guard; returns the ids it completed, in no particular order.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn jq_complete_batch(
+    job_ids: Option<Vec<Option<i64>>>,
+    worker: Option<&str>,
+    lease_tokens: Option<Vec<Option<i64>>>,
+) -> spi::Result<TableIterator<'static, (name!(id, i64),)>> {
+    let (job_ids, lease_tokens) = input::job_batch(job_ids, lease_tokens);
+    let worker = input::worker(worker);
+    let now = clock::now();
+    let args = [job_ids.clone().into(), worker.into(), lease_tokens.into(), now.into(), "running".into()];
+    let completed = rights::as_owner(|| {
+        db::connect(|db| {
+            let mut completed = Vec::new();
+            for (id, queue_name, claimed_at) in
+                db.rows::<(i64, String, TimestampWithTimeZone)>(COMPLETE_BATCH, &args)?
+            {
+                rights::require(&queue_name, Privilege::Consume);
+                count_completion(&queue_name, claimed_at, now);
+                completed.push(id);
+            }
+            if completed.len() < job_ids.len() {
+                let refused = job_ids.iter().copied().filter(|id| !completed.contains(id)).collect();
+                count_refused(db, refused, Counter::StaleCompletions)?;
+            }
+            Ok(completed)
+        })
+    })?;
+    Ok(TableIterator::new(completed.into_iter().map(|id| (id,))))
+}
+
+/// Records a failed attempt. Not retryable, or no attempts left: the job is dead. Otherwise it is
+/// pending again after `retry_in`, or after the queue's exponential backoff with jitter.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+#[allow(clippy::too_many_arguments)]
+fn jq_fail(
+    job_id: Option<i64>,
+    worker: Option<&str>,
+    lease_token: Option<i64>,
+    error_code: Option<&str>,
+    error_message: default!(Option<&str>, "NULL"),
+    retryable: default!(Option<bool>, true),
+    retry_in: default!(Option<Interval>, "NULL"),
+) -> spi::Result<bool> {
+    let now = clock::now();
+    let job_id = input::job_id(job_id);
+    let worker = input::worker(worker);
+    let lease_token = input::lease_token(lease_token);
+    let error_code = input::error_code(error_code);
+    let error_message = input::error_message(error_message);
+    let retryable = input::retryable(retryable);
+    let retry_in = input::retry_in(retry_in, now);
+    rights::as_owner(|| {
+        db::connect(|db| {
+            let args = [
+                job_id.into(),
+                worker.into(),
+                lease_token.into(),
+                error_code.into(),
+                error_message.into(),
+                retryable.into(),
+                retry_in.into(),
+                now.into(),
+            ];
+            let Some((_, queue_name, dead)) = db.rows::<(i64, String, bool)>(FAIL, &args)?.pop() else {
+                count_refused(db, vec![job_id], Counter::StaleCompletions)?;
+                return Ok(false);
+            };
+            rights::require(&queue_name, Privilege::Consume);
+            counters::failure(&queue_name, error_code);
+            counters::count(&queue_name, if dead { Counter::Deaths } else { Counter::Retries });
+            Ok(true)
+        })
+    })
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    use crate::testing::*;
+
+    #[pg_test]
+    fn heartbeat_extends_by_the_claimed_length_or_by_extend() {
+        let id = enqueue("q");
+        let (_, token) = claim("q", "w", "2 minutes").unwrap();
+        run(&format!("UPDATE jq_jobs SET lease_expires_at = clock_timestamp() + interval '1 s' WHERE id = {id}"));
+        assert!(heartbeat(id, "w", token));
+        assert!(one::<bool>(&format!(
+            "SELECT lease_expires_at > clock_timestamp() + interval '119 s' FROM jq_jobs WHERE id = {id}"
+        )));
+        assert!(one::<bool>(&format!("SELECT jq_heartbeat({id}, 'w', {token}, interval '5 minutes')")));
+        assert!(one::<bool>(&format!(
+            "SELECT lease_expires_at > clock_timestamp() + interval '299 s' FROM jq_jobs WHERE id = {id}"
+        )));
+    }
+
+    #[pg_test]
+    fn heartbeat_never_extends_past_the_maximum_runtime() {
+        run("INSERT INTO jq_queues (queue_name, max_runtime) VALUES ('capped', '90 seconds')");
+        let id = enqueue("capped");
+        let (_, token) = claim("capped", "w", "5 minutes").unwrap();
+        // The claim itself is capped too.
+        assert!(one::<bool>(&format!(
+            "SELECT lease_expires_at = claimed_at + interval '90 s' AND run_deadline = lease_expires_at
+             FROM jq_jobs WHERE id = {id}"
+        )));
+        assert!(one::<bool>(&format!("SELECT jq_heartbeat({id}, 'w', {token}, interval '1 hour')")));
+        assert!(one::<bool>(&format!(
+            "SELECT lease_expires_at = claimed_at + interval '90 s' FROM jq_jobs WHERE id = {id}"
+        )));
+    }
+
+    #[pg_test]
+    fn complete_needs_owner_token_and_an_unexpired_lease() {
+        let id = enqueue("q");
+        let (_, token) = claim("q", "w", "30 s").unwrap();
+        let before = row_text(id);
+        assert!(!complete(id, "intruder", token));
+        assert!(!complete(id, "w", token + 1));
+        assert!(!complete(id + 1000, "w", token));
+        assert!(!heartbeat(id, "intruder", token));
+        assert!(!fail(id, "w", token - 1));
+        assert_eq!(row_text(id), before, "refused calls changed the job");
+        assert!(complete(id, "w", token));
+        assert!(one::<bool>(&format!(
+            "SELECT status = 'succeeded' AND lease_owner IS NULL AND lease_expires_at IS NULL
+                AND finished_at IS NOT NULL FROM jq_jobs WHERE id = {id}"
+        )));
+        assert!(!complete(id, "w", token), "a second completion must be refused");
+        assert_eq!(event_count(), 0, "the happy path writes no events");
+    }
+
+    /// jq_complete_batch applies jq_complete's guard to each job on its own: the jobs whose worker,
+    /// token and lease match are completed and returned; the rest, and unknown ids, are untouched.
+    #[pg_test]
+    fn complete_batch_completes_exactly_the_jobs_whose_guard_holds() {
+        for _ in 0..4 {
+            enqueue("q");
+        }
+        let claimed: Vec<(i64, i64)> = Spi::connect(|c| {
+            c.select("SELECT id, lease_token FROM jq_claim('q', 'w', interval '30 s', 3)", None, &[])
+                .unwrap()
+                .map(|r| (r.get::<i64>(1).unwrap().unwrap(), r.get::<i64>(2).unwrap().unwrap()))
+                .collect()
+        });
+        let [(a, ta), (b, tb), (c, tc)] = claimed[..] else { panic!("three jobs claimed: {claimed:?}") };
+        let (other, to) = claim("q", "someone-else", "30 s").unwrap();
+        let before = row_text(b);
+        let completed: Vec<i64> = Spi::connect(|cl| {
+            cl.select(
+                &format!(
+                    "SELECT id FROM jq_complete_batch(ARRAY[{a}, {b}, {c}, {c}, {other}, 999999], 'w',
+                                                       ARRAY[{ta}, {tb} + 1, {tc}, {tc}, {to}, 1])
+                     ORDER BY id"
+                ),
+                None,
+                &[],
+            )
+            .unwrap()
+            .map(|r| r.get::<i64>(1).unwrap().unwrap())
+            .collect()
+        });
+        assert_eq!(completed, vec![a, c], "a stale token, another worker's job and an unknown id are refused; c once");
+        assert_eq!((status(a), status(c)), ("succeeded".to_string(), "succeeded".to_string()));
+        assert_eq!(row_text(b), before, "the job with a stale token changed");
+        assert_eq!(status(other), "running");
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_complete_batch(ARRAY[]::bigint[], 'w', ARRAY[]::bigint[])"), 0);
+    }
+
+    /// An expired lease is judged by the clock at the call, not the transaction start (README, "Why
+    /// leases and fencing tokens"). This whole test is one transaction, so now() stays at its start while the lease runs out.
+    #[pg_test]
+    fn lease_expiry_is_judged_at_the_time_of_each_call() {
+        let id = enqueue("q");
+        let (_, token) = claim("q", "w", "1 second").unwrap();
+        sleep(1.2);
+        let before = row_text(id);
+        assert!(!heartbeat(id, "w", token));
+        assert!(!complete(id, "w", token));
+        assert!(!fail(id, "w", token));
+        assert_eq!(row_text(id), before);
+        assert_eq!(status(id), "running");
+    }
+
+    #[pg_test]
+    fn fail_retryable_returns_the_job_to_pending_after_backoff() {
+        run("INSERT INTO jq_queues (queue_name, backoff_base, backoff_cap) VALUES ('q', '10 s', '1 h')");
+        let id = enqueue("q");
+        let (_, token) = claim("q", "w", "30 s").unwrap();
+        assert!(fail(id, "w", token));
+        // Attempt 1 with base 10 s and equal jitter: the delay is between 5 s and 10 s.
+        assert!(one::<bool>(&format!(
+            "SELECT status = 'pending' AND lease_owner IS NULL AND last_error_code = 'E_TEST'
+                AND last_error_message = 'boom'
+                AND available_at BETWEEN clock_timestamp() + interval '4 s' AND clock_timestamp() + interval '10 s'
+             FROM jq_jobs WHERE id = {id}"
+        )));
+        assert!(one::<bool>(&format!(
+            "SELECT event = 'failed' AND status = 'pending' AND attempt = 1 AND worker = 'w'
+                AND lease_token = {token} AND error_code = 'E_TEST' AND error_message = 'boom'
+             FROM jq_job_events WHERE job_id = {id}"
+        )));
+        assert!(!fail(id, "w", token), "the lease is gone after a failure");
+    }
+
+    #[pg_test]
+    fn fail_with_retry_in_uses_that_delay() {
+        let id = enqueue("q");
+        let (_, token) = claim("q", "w", "30 s").unwrap();
+        assert!(one::<bool>(&format!(
+            "SELECT jq_fail({id}, 'w', {token}, 'RATE_LIMITED', retry_in => interval '1 hour')"
+        )));
+        assert!(one::<bool>(&format!(
+            "SELECT available_at BETWEEN clock_timestamp() + interval '59 min' AND clock_timestamp() + interval '60 min'
+             FROM jq_jobs WHERE id = {id}"
+        )));
+    }
+
+    #[pg_test]
+    fn fail_not_retryable_or_on_the_last_attempt_is_dead() {
+        let bad = enqueue("q");
+        let (_, token) = claim("q", "w", "30 s").unwrap();
+        assert!(one::<bool>(&format!("SELECT jq_fail({bad}, 'w', {token}, 'BAD_PAYLOAD', retryable => false)")));
+        assert_eq!(status(bad), "dead");
+
+        let last = one::<i64>("SELECT jq_enqueue('q', '{}', max_attempts => 1)");
+        let (_, token) = claim("q", "w", "30 s").unwrap();
+        assert!(fail(last, "w", token));
+        assert_eq!(status(last), "dead");
+        assert!(one::<bool>(&format!(
+            "SELECT finished_at IS NOT NULL AND attempt_count = 1 FROM jq_jobs WHERE id = {last}"
+        )));
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_job_events WHERE status = 'dead'"), 2);
+        assert_eq!(claim("q", "w", "30 s"), None);
+    }
+
+    #[pg_test]
+    fn fail_keeps_error_messages_bounded() {
+        let id = enqueue("q");
+        let (_, token) = claim("q", "w", "30 s").unwrap();
+        assert!(one::<bool>(&format!("SELECT jq_fail({id}, 'w', {token}, 'E', repeat('é', 5000))")));
+        assert_eq!(one::<i32>(&format!("SELECT length(last_error_message) FROM jq_jobs WHERE id = {id}")), 2000);
+        assert_eq!(one::<i32>("SELECT length(error_message) FROM jq_job_events"), 2000);
+    }
+}

@@ -1,0 +1,15 @@
+//! The SQL functions, one file per surface. Each function checks its arguments (`input`) and its
+//! caller's right (`rights`) before any statement, reads the database clock once (`db::clock`),
+//! and then runs its statements through `db` with the extension owner's rights.
+
+pub mod backoff;
+pub mod claim;
+pub mod configure;
+pub mod enqueue;
+pub mod lease;
+pub mod metrics;
+pub mod reap;
+pub mod redrive;
+pub mod retention;
+pub mod rights;
+pub mod wait;

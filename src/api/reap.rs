@@ -1,0 +1,224 @@
+//! Reaping: expired leases back to pending work (after backoff) or to dead. `jq_reap()`, the
+//! background reaper and a claim's inline recovery (`recover_inline`) all run `reap_expired`.
+//!
+//! One row must never stop reaping for everyone: a statement that fails on one row fails for all
+//! of them. So a pass runs in a subtransaction, and when it fails, the expired rows are reaped one
+//! by one, each in a subtransaction of its own. A row that fails on its own is logged (once per
+//! session), and this session's later passes leave it out for `SKIP_FOR`, then try it again: a
+//! fault that is mended (a trigger dropped, a constraint fixed) lets the row be reaped.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
+use pgrx::prelude::*;
+use pgrx::spi;
+
+use crate::db::{self, clock, in_subtransaction};
+use crate::shared::counters::{self, Counter};
+use crate::{guc, input};
+
+const REAP: &str = include_str!("../../sql/queries/reap.sql");
+const EXPIRED: &str = include_str!("../../sql/queries/reap_expired_ids.sql");
+
+/// How long a row whose reap failed on its own is left out before it is tried again: long enough
+/// that it costs the passes nothing, short enough that a mended row is reaped soon.
+const SKIP_FOR: Duration = Duration::from_secs(10);
+
+thread_local! {
+    /// Jobs whose reap failed on their own in this session, and when. A backend is one thread.
+    static SKIPPED: RefCell<BTreeMap<i64, Instant>> = const { RefCell::new(BTreeMap::new()) };
+    /// Jobs whose failure this session has logged.
+    static LOGGED: RefCell<BTreeSet<i64>> = const { RefCell::new(BTreeSet::new()) };
+    /// When this session last recovered each queue inline.
+    static LAST_INLINE_REAP: RefCell<HashMap<String, Instant>> = RefCell::new(HashMap::new());
+}
+
+/// Reaps up to `max_jobs` expired leases in one statement; returns how many it reaped. Rows that a
+/// worker holds locked right now (it is completing them) are skipped, not waited for. Maintenance
+/// of every queue: only those the owner grants EXECUTE may call it.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn jq_reap(max_jobs: default!(Option<i32>, 10000)) -> spi::Result<i32> {
+    let max_jobs = input::max_jobs(max_jobs);
+    crate::rights::as_owner(|| reap_expired(max_jobs, None, clock::now()))
+}
+
+/// Reaps up to `max_jobs` leases expired at `now`, of one queue or of all. Expects the extension's
+/// schema on the search_path (SQL functions pin it; the background worker sets it).
+pub fn reap_expired(max_jobs: i32, queue_name: Option<&str>, now: TimestampWithTimeZone) -> spi::Result<i32> {
+    let skipped: Vec<i64> = SKIPPED.with(|skipped| {
+        let mut skipped = skipped.borrow_mut();
+        skipped.retain(|_, at| at.elapsed() < SKIP_FOR);
+        skipped.keys().copied().collect()
+    });
+    if let Ok(reaped) = in_subtransaction(|| reap(max_jobs, now, queue_name, &skipped, None)) {
+        return Ok(reaped);
+    }
+    let args = [max_jobs.into(), now.into(), queue_name.into(), skipped.clone().into()];
+    let ids = db::rows_planned_per_call::<(i64,)>(EXPIRED, &args)?;
+    let mut reaped = 0;
+    for (id,) in ids {
+        match in_subtransaction(|| reap(1, now, queue_name, &skipped, Some(id))) {
+            Ok(n) => reaped += n,
+            Err(message) => {
+                if LOGGED.with(|logged| logged.borrow_mut().insert(id)) {
+                    warning!("pg_jobqueue: the expired lease of job {id} could not be reaped; the others were, and it is tried again every {} s: {message}", SKIP_FOR.as_secs());
+                }
+                SKIPPED.with(|skipped| skipped.borrow_mut().insert(id, Instant::now()));
+            }
+        }
+    }
+    Ok(reaped)
+}
+
+/// One reap statement: up to `max_jobs` expired leases (only job `only`, if given), not those of
+/// `skipped`. Planned for these arguments on each call (one queue or all make different plans), and
+/// run read-write without taking a transaction id up front: a reap that finds nothing writes nothing.
+fn reap(
+    max_jobs: i32,
+    now: TimestampWithTimeZone,
+    queue_name: Option<&str>,
+    skipped: &[i64],
+    only: Option<i64>,
+) -> spi::Result<i32> {
+    let args: [DatumWithOid; 5] =
+        [max_jobs.into(), now.into(), queue_name.into(), skipped.to_vec().into(), only.into()];
+    let rows = db::rows_planned_per_call::<(i64, String, bool)>(REAP, &args)?;
+    for (_, queue_name, dead) in &rows {
+        counters::count(queue_name, Counter::LeaseExpirations);
+        counters::count(queue_name, if *dead { Counter::Deaths } else { Counter::Retries });
+    }
+    Ok(i32::try_from(rows.len()).expect("at most max_jobs rows"))
+}
+
+/// Inline recovery, for deployments with neither the background reaper nor pg_cron: a claim first
+/// reaps a few expired leases of its own queue, so a queue that has live workers always recovers.
+/// Skipped where a background reaper serves the database, and done at most once per
+/// `inline_reap_interval` per session and queue, which is all recovery needs.
+pub fn recover_inline(queue_name: &str, now: TimestampWithTimeZone) -> spi::Result<()> {
+    let max = guc::INLINE_REAP_MAX.get();
+    if max == 0 || guc::reaper_serves_this_database() || !inline_reap_due(queue_name) {
+        return Ok(());
+    }
+    reap_expired(max, Some(queue_name), now).map(|_| ())
+}
+
+fn inline_reap_due(queue_name: &str) -> bool {
+    let every = Duration::from_millis(guc::INLINE_REAP_INTERVAL_MS.get() as u64);
+    LAST_INLINE_REAP.with(|last| {
+        let mut last = last.borrow_mut();
+        if last.get(queue_name).is_some_and(|at| at.elapsed() < every) {
+            return false;
+        }
+        last.insert(queue_name.to_owned(), Instant::now());
+        true
+    })
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    use crate::testing::*;
+
+    #[pg_test]
+    fn reap_returns_expired_leases_to_pending_or_dead() {
+        let retried = enqueue("q");
+        let spent = one::<i64>("SELECT jq_enqueue('q', '{}', max_attempts => 1)");
+        let healthy = enqueue("q");
+        let (_, t1) = claim("q", "w1", "1 second").unwrap();
+        let (_, t2) = claim("q", "w2", "1 second").unwrap();
+        claim("q", "w3", "1 hour").unwrap();
+        sleep(1.1);
+        assert_eq!(one::<i32>("SELECT jq_reap()"), 2);
+        assert_eq!(
+            (status(retried), status(spent), status(healthy)),
+            ("pending".into(), "dead".into(), "running".into())
+        );
+        assert!(one::<bool>(&format!(
+            "SELECT last_error_code = 'LEASE_EXPIRED' AND lease_owner IS NULL AND available_at > clock_timestamp()
+             FROM jq_jobs WHERE id = {retried}"
+        )));
+        assert!(one::<bool>(&format!(
+            "SELECT bool_and(event = 'lease_expired' AND error_code = 'LEASE_EXPIRED')
+                AND count(*) = 2
+                AND bool_or(job_id = {retried} AND worker = 'w1' AND lease_token = {t1} AND status = 'pending')
+                AND bool_or(job_id = {spent} AND worker = 'w2' AND lease_token = {t2} AND status = 'dead')
+             FROM jq_job_events"
+        )));
+        assert_eq!(one::<i32>("SELECT jq_reap()"), 0);
+    }
+
+    #[pg_test]
+    fn reap_takes_at_most_max_jobs() {
+        run("SELECT jq_enqueue_batch('q', array_fill('{}'::jsonb, ARRAY[5]))");
+        run("SELECT count(*) FROM jq_claim('q', 'w', interval '1 second', 5)");
+        sleep(1.1);
+        assert_eq!(one::<i32>("SELECT jq_reap(2)"), 2);
+        assert_eq!(one::<i32>("SELECT jq_reap(10)"), 3);
+    }
+
+    #[pg_test]
+    fn a_stale_token_is_refused_after_reap_and_reclaim() {
+        let id = one::<i64>("SELECT jq_enqueue('q', '{}', run_at => clock_timestamp() - interval '1 hour')");
+        let (_, old) = claim("q", "a", "1 second").unwrap();
+        sleep(1.1);
+        assert_eq!(one::<i32>("SELECT jq_reap()"), 1);
+        run(&format!("UPDATE jq_jobs SET available_at = clock_timestamp() WHERE id = {id}"));
+        let (_, new) = claim("q", "a", "1 minute").unwrap();
+        assert!(new > old, "the fencing token must grow");
+        let before = row_text(id);
+        assert!(!complete(id, "a", old), "same worker name, stale token");
+        assert!(!heartbeat(id, "a", old));
+        assert!(!fail(id, "a", old));
+        assert_eq!(row_text(id), before);
+        assert!(complete(id, "a", new));
+        assert_eq!(one::<i32>(&format!("SELECT attempt_count FROM jq_jobs WHERE id = {id}")), 2);
+    }
+
+    /// Without a background reaper (this test server does not preload the library), a claim first
+    /// reaps expired leases of its own queue, and only of its own queue.
+    #[pg_test]
+    fn a_claim_recovers_expired_leases_of_its_queue_without_a_reaper() {
+        run("SET LOCAL pg_jobqueue.inline_reap_interval = 0");
+        let stuck = enqueue("q");
+        let other_queue = enqueue("other");
+        claim("q", "dead-worker", "1 second").unwrap();
+        claim("other", "dead-worker", "1 second").unwrap();
+        sleep(1.1);
+        assert_eq!(claim("q", "live-worker", "30 s"), None, "the reaped job waits out its backoff");
+        assert_eq!(status(stuck), "pending");
+        assert_eq!(status(other_queue), "running", "another queue's lease is left to its own claimers");
+        assert!(one::<bool>(&format!(
+            "SELECT event = 'lease_expired' AND worker = 'dead-worker' FROM jq_job_events WHERE job_id = {stuck}"
+        )));
+        run(&format!("UPDATE jq_jobs SET available_at = clock_timestamp() WHERE id = {stuck}"));
+        assert_eq!(claim("q", "live-worker", "30 s").map(|c| c.0), Some(stuck));
+    }
+
+    /// Asserts that, with `setting`, a claim made after another worker's lease expired leaves that
+    /// lease alone.
+    fn assert_no_inline_recovery_with(setting: &str) {
+        run(&format!("SET LOCAL {setting}"));
+        let stuck = enqueue("q");
+        claim("q", "dead-worker", "1 second").unwrap();
+        sleep(1.1);
+        assert_eq!(claim("q", "live-worker", "30 s"), None);
+        assert_eq!(status(stuck), "running", "{setting}");
+    }
+
+    /// A session recovers a queue inline at most once per inline_reap_interval: its first claim of
+    /// the queue (which found nothing to reap) starts the interval.
+    #[pg_test]
+    fn inline_recovery_waits_out_its_interval() {
+        assert_no_inline_recovery_with("pg_jobqueue.inline_reap_interval = '1h'");
+    }
+
+    #[pg_test]
+    fn inline_recovery_can_be_turned_off() {
+        assert_no_inline_recovery_with("pg_jobqueue.inline_reap_max = 0");
+    }
+}

@@ -1,0 +1,191 @@
+//! Operator actions that bring jobs back or take them away: jq_retry and jq_cancel on one job,
+//! jq_retry_dead and jq_purge_dead on a queue's dead jobs, bounded by `max_jobs` so that a large
+//! backlog is worked off in short transactions. The caller needs `manage` on the queue; for one job
+//! it is checked on the queue the guarded change returns (see `lease`).
+
+use pgrx::prelude::*;
+use pgrx::spi;
+
+use crate::db::{self, clock, Session};
+use crate::input;
+use crate::rights::{self, Privilege};
+use crate::shared::counters::{self, Counter};
+
+const RETRY: &str = include_str!("../../sql/queries/retry.sql");
+const CANCEL: &str = include_str!("../../sql/queries/cancel.sql");
+const RETRY_DEAD: &str = include_str!("../../sql/queries/retry_dead.sql");
+const PURGE_DEAD: &str = include_str!("../../sql/queries/purge_dead.sql");
+
+/// A dead or cancelled job becomes pending now: same id, history kept, a fresh attempt budget.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn jq_retry(job_id: Option<i64>) -> spi::Result<bool> {
+    let job_id = input::job_id(job_id);
+    let now = clock::now();
+    rights::as_owner(|| {
+        db::connect(|db| {
+            let Some((_, queue_name)) = db.rows::<(i64, String)>(RETRY, &[job_id.into(), now.into()])?.pop() else {
+                return refused(db, job_id);
+            };
+            rights::require(&queue_name, Privilege::Manage);
+            Ok(true)
+        })
+    })
+}
+
+/// A pending or running job becomes cancelled. A running job's lease is revoked with it, so its
+/// worker's heartbeat and completion return false.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn jq_cancel(job_id: Option<i64>) -> spi::Result<bool> {
+    let job_id = input::job_id(job_id);
+    let now = clock::now();
+    rights::as_owner(|| {
+        db::connect(|db| {
+            let Some((_, queue_name)) = db.rows::<(i64, String)>(CANCEL, &[job_id.into(), now.into()])?.pop() else {
+                return refused(db, job_id);
+            };
+            rights::require(&queue_name, Privilege::Manage);
+            counters::count(&queue_name, Counter::Cancellations);
+            Ok(true)
+        })
+    })
+}
+
+/// A job that was not in a state to change: false, or 42501 if the caller may not manage its queue
+/// (refused the same whatever the job's state).
+fn refused(db: &mut Session, job_id: i64) -> spi::Result<bool> {
+    for (queue_name,) in db.rows::<(String,)>(super::lease::JOB_QUEUE, &[vec![job_id].into()])? {
+        rights::require(&queue_name, Privilege::Manage);
+    }
+    Ok(false)
+}
+
+/// Re-drives up to `max_jobs` dead jobs of a queue, optionally only those whose last error code is
+/// `error_code`, each as `jq_retry` would. Returns how many.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn jq_retry_dead(
+    queue_name: Option<&str>,
+    error_code: default!(Option<&str>, "NULL"),
+    max_jobs: default!(Option<i32>, 1000),
+) -> spi::Result<i32> {
+    let queue_name = input::queue_name(queue_name);
+    let max_jobs = input::max_jobs(max_jobs);
+    rights::require(queue_name, Privilege::Manage);
+    let now = clock::now();
+    rights::as_owner(|| {
+        db::count_planned_per_call(RETRY_DEAD, &[queue_name.into(), error_code.into(), max_jobs.into(), now.into()])
+    })
+}
+
+/// Deletes up to `max_jobs` dead jobs of a queue, optionally only those with `error_code`, with
+/// their events. Returns how many.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn jq_purge_dead(
+    queue_name: Option<&str>,
+    error_code: default!(Option<&str>, "NULL"),
+    max_jobs: default!(Option<i32>, 1000),
+) -> spi::Result<i32> {
+    let queue_name = input::queue_name(queue_name);
+    let max_jobs = input::max_jobs(max_jobs);
+    rights::require(queue_name, Privilege::Manage);
+    rights::as_owner(|| {
+        db::count_planned_per_call(PURGE_DEAD, &[queue_name.into(), error_code.into(), max_jobs.into()])
+    })
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    use crate::testing::*;
+
+    #[pg_test]
+    fn retry_redrives_a_dead_job_with_its_id_history_and_a_fresh_budget() {
+        let id = one::<i64>("SELECT jq_enqueue('q', '{}', max_attempts => 1)");
+        let (_, token) = claim("q", "w", "30 s").unwrap();
+        assert!(fail(id, "w", token));
+        assert_eq!(status(id), "dead");
+        assert!(one::<bool>(&format!("SELECT jq_retry({id})")));
+        assert!(one::<bool>(&format!(
+            "SELECT status = 'pending' AND attempt_count = 0 AND finished_at IS NULL
+                AND available_at <= clock_timestamp() FROM jq_jobs WHERE id = {id}"
+        )));
+        assert!(one::<bool>(&format!(
+            "SELECT array_agg(event ORDER BY id) = ARRAY['failed', 'retried'] FROM jq_job_events WHERE job_id = {id}"
+        )));
+        let (again, token2) = claim("q", "w", "30 s").unwrap();
+        assert_eq!(again, id);
+        assert!(token2 > token, "tokens keep growing across a re-drive");
+        assert!(!one::<bool>(&format!("SELECT jq_retry({id})")), "a running job is not re-driven");
+        assert!(!one::<bool>("SELECT jq_retry(-1)"));
+    }
+
+    #[pg_test]
+    fn cancel_revokes_a_running_lease_and_can_be_redriven() {
+        let pending = enqueue("q");
+        let running = enqueue("q");
+        assert!(one::<bool>(&format!("SELECT jq_cancel({pending})")));
+        let (id, token) = claim("q", "w", "30 s").unwrap();
+        assert_eq!(id, running);
+        assert!(one::<bool>(&format!("SELECT jq_cancel({running})")));
+        assert!(!heartbeat(running, "w", token));
+        assert!(!complete(running, "w", token));
+        assert_eq!((status(pending), status(running)), ("cancelled".into(), "cancelled".into()));
+        assert!(one::<bool>(&format!(
+            "SELECT worker = 'w' AND lease_token = {token} FROM jq_job_events WHERE job_id = {running}"
+        )));
+        assert!(!one::<bool>(&format!("SELECT jq_cancel({running})")), "already cancelled");
+        assert!(!one::<bool>("SELECT jq_cancel(-1)"));
+        assert!(one::<bool>(&format!("SELECT jq_retry({pending})")));
+        assert_eq!(status(pending), "pending");
+    }
+
+    /// Kills `n` jobs of `queue` through the API: claim, then a non-retryable failure with `code`.
+
+    #[pg_test]
+    fn retry_dead_redrives_a_queues_dead_jobs_by_error_code_in_bounded_batches() {
+        let timeouts = make_dead("d", 3, "TIMEOUT");
+        let bad = make_dead("d", 2, "BAD_PAYLOAD");
+        make_dead("elsewhere", 1, "TIMEOUT");
+        assert_eq!(one::<i32>("SELECT jq_retry_dead('d', 'TIMEOUT', max_jobs => 2)"), 2);
+        assert_eq!(one::<i32>("SELECT jq_retry_dead('d', 'TIMEOUT')"), 1);
+        for id in &timeouts {
+            assert_eq!(status(*id), "pending");
+        }
+        for id in &bad {
+            assert_eq!(status(*id), "dead");
+        }
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_job_events WHERE event = 'retried'"), 3);
+        assert!(
+            one::<bool>("SELECT bool_and(attempt = 1) FROM jq_job_events WHERE event = 'retried'"),
+            "a re-drive event keeps the attempt count the job died with"
+        );
+        assert_eq!(one::<i32>("SELECT jq_retry_dead('d')"), 2, "NULL error_code: every dead job");
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_jobs WHERE status = 'dead'"), 1, "other queues untouched");
+    }
+
+    #[pg_test]
+    fn retry_dead_leaves_a_job_whose_dedup_key_is_taken() {
+        let old = one::<i64>("SELECT jq_enqueue('d', '{}', max_attempts => 1, dedup_key => 'k')");
+        let (_, token) = claim("d", "w", "30 s").unwrap();
+        assert!(fail(old, "w", token));
+        let newer = one::<i64>("SELECT jq_enqueue('d', '{}', dedup_key => 'k')");
+        assert_ne!(newer, old);
+        assert_eq!(one::<i32>("SELECT jq_retry_dead('d')"), 0);
+        assert_eq!(status(old), "dead");
+    }
+
+    #[pg_test]
+    fn purge_dead_deletes_dead_jobs_and_their_history() {
+        let timeouts = make_dead("d", 2, "TIMEOUT");
+        make_dead("d", 1, "BAD_PAYLOAD");
+        assert_eq!(one::<i32>("SELECT jq_purge_dead('d', 'TIMEOUT')"), 2);
+        assert_eq!(one::<i64>(&format!("SELECT count(*) FROM jq_jobs WHERE id = ANY(ARRAY{timeouts:?})")), 0);
+        assert_eq!(one::<i64>(&format!("SELECT count(*) FROM jq_job_events WHERE job_id = ANY(ARRAY{timeouts:?})")), 0);
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_jobs WHERE status = 'dead'"), 1);
+    }
+}

@@ -1,0 +1,177 @@
+//! The waiting claim's loop (jq_claim's `wait`) and its hazards: a claim that sleeps must hold no
+//! lock, no transaction id and, where it can, no snapshot horizon while it sleeps.
+//!
+//! A waiting claim sleeps between looks. It is woken by enqueue commits through shared memory when
+//! the library is preloaded (and polls otherwise), wakes itself when the queue's next scheduled job
+//! falls due, and looks again at least every `pg_jobqueue.wait_recheck`.
+
+use std::time::{Duration, Instant};
+
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::prelude::*;
+use pgrx::spi;
+use pgrx::PgList;
+
+use crate::db::{self, clock};
+use crate::shared::wake;
+use crate::{error, guc};
+
+const NEXT_DUE: &str = include_str!("../../sql/queries/claim_next_due.sql");
+
+/// Refuses a wait outside READ COMMITTED, where every look would see the transaction's first
+/// snapshot and no job enqueued since.
+pub fn refuse_outside_read_committed() {
+    // SAFETY: a plain read of the transaction's isolation level.
+    if unsafe { pg_sys::XactIsoLevel } as u32 != pg_sys::XACT_READ_COMMITTED {
+        error::wait_needs_read_committed();
+    }
+}
+
+/// Looks (`look(now)`) until it finds something or `wait` is over, sleeping between looks until a
+/// wake-up, the next due job, a recheck or the end of the wait. Returns what the last look found.
+pub fn look_until_found<T>(
+    queue_name: &str,
+    wait: Duration,
+    mut look: impl FnMut(TimestampWithTimeZone) -> spi::Result<Vec<T>>,
+) -> spi::Result<Vec<T>> {
+    let deadline = Instant::now() + wait;
+    let had_xid = holds_transaction_id();
+    loop {
+        // Read before looking, so that an enqueue committing after the look still wakes the sleep.
+        let seen = wake::generation(queue_name);
+        let found = look(clock::now())?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        // A look that found nothing may still have written or locked: inline recovery reaped
+        // leases whose jobs are not yet due again, or a limited queue's lock was taken and its free
+        // slot lost to another claimer. Sleeping now would hold those rows and that lock, so
+        // return, and let the statement commit them.
+        let wrote = !had_xid && holds_transaction_id();
+        if !found.is_empty() || left.is_zero() || wrote {
+            return Ok(found);
+        }
+        let until_due = next_due(queue_name)?;
+        release_snapshot_horizon();
+        // The recheck finds work no wake-up announces: an unpaused queue, a freed slot of a limited
+        // queue, the end of a retry's backoff.
+        let most = wake::longest_sleep(Duration::from_millis(guc::WAIT_RECHECK_MS.get() as u64));
+        wake::sleep(queue_name, seen, left.min(most).min(until_due.unwrap_or(Duration::MAX)));
+    }
+}
+
+fn holds_transaction_id() -> bool {
+    // SAFETY: a plain read of the transaction state.
+    unsafe { pg_sys::GetTopTransactionIdIfAny() != pg_sys::InvalidTransactionId }
+}
+
+/// How long until the queue's next scheduled job (run_at, backoff) becomes claimable, if it has one.
+fn next_due(queue_name: &str) -> spi::Result<Option<Duration>> {
+    let now = clock::now();
+    let micros = db::connect(|db| db.first::<i64>(NEXT_DUE, &[queue_name.into(), now.into()]))?;
+    Ok(micros.map(|m| Duration::from_micros(m.max(0) as u64)))
+}
+
+/// Lets VACUUM clean up behind a sleeping claim. The statement that called jq_claim keeps its
+/// snapshot registered until it ends, and with it this backend's xmin, although a waiting claim
+/// reads nothing with that snapshot: each look takes a fresh one (READ COMMITTED), which sets xmin
+/// again. So the xmin is cleared for the sleep, as PostgreSQL clears it between transactions.
+///
+/// That is safe only if nothing reads with an older snapshot after the sleep: no snapshot but the
+/// statement's own may exist. So it is done only when the claim is called by the top-level
+/// statement itself (not from PL/pgSQL, a procedure, a DO block or an SQL function, whose outer
+/// queries hold snapshots of their own), that statement reads no table (`SELECT * FROM
+/// jq_claim(...)` reads only the function's result), it runs outside a transaction block, and no
+/// other portal (a cursor, or a suspended portal of the extended protocol) is open. Anything else
+/// keeps its horizon while it sleeps, which is correct but holds back VACUUM; the README says so.
+fn release_snapshot_horizon() {
+    // SAFETY: reads of the transaction and portal state; the write to this backend's own PGPROC
+    // xmin is what PostgreSQL does between transactions, and the checks above it ensure no
+    // snapshot that needs it is in use (see above).
+    unsafe {
+        if pg_sys::IsTransactionBlock()
+            || !pg_sys::ThereAreNoReadyPortals()
+            || !called_by_the_top_level_statement()
+            || !statement_reads_no_table()
+        {
+            return;
+        }
+        pg_sys::InvalidateCatalogSnapshot();
+        (*pg_sys::MyProc).xmin = pg_sys::InvalidTransactionId;
+    }
+}
+
+/// Whether this call runs in the executor of the top-level statement: the nearest executor memory
+/// context above the current one is that statement's. A call from PL/pgSQL runs in an executor of
+/// its SPI query, and one from an SQL function in that function's executor.
+unsafe fn called_by_the_top_level_statement() -> bool {
+    // SAFETY: the active portal and its query descriptor are checked for NULL before use; memory
+    // contexts form a tree whose parents outlive their children, and each has a name.
+    unsafe {
+        let portal = pg_sys::ActivePortal;
+        if portal.is_null() || (*portal).queryDesc.is_null() || (*(*portal).queryDesc).estate.is_null() {
+            return false;
+        }
+        let top = (*(*(*portal).queryDesc).estate).es_query_cxt;
+        let mut context = pg_sys::CurrentMemoryContext;
+        while !context.is_null() {
+            if std::ffi::CStr::from_ptr((*context).name) == c"ExecutorState" {
+                return context == top;
+            }
+            context = (*context).parent;
+        }
+        false
+    }
+}
+
+/// Whether the portal running the current top-level statement scans no relation.
+unsafe fn statement_reads_no_table() -> bool {
+    // SAFETY: the active portal is checked for NULL; its statement list and range tables are
+    // PostgreSQL lists of the node types checked before each cast.
+    unsafe {
+        let portal = pg_sys::ActivePortal;
+        if portal.is_null() {
+            return false;
+        }
+        let stmts = PgList::<pg_sys::Node>::from_pg((*portal).stmts);
+        let reads_none = stmts.iter_ptr().all(|node| {
+            if !pgrx::is_a(node, pg_sys::NodeTag::T_PlannedStmt) {
+                return false;
+            }
+            let rtable = PgList::<pg_sys::RangeTblEntry>::from_pg((*node.cast::<pg_sys::PlannedStmt>()).rtable);
+            let reads_none = rtable.iter_ptr().all(|rte| (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION);
+            reads_none
+        });
+        reads_none
+    }
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    use crate::testing::*;
+
+    #[pg_test]
+    fn a_waiting_claim_returns_a_job_when_its_run_at_comes() {
+        let id = one::<i64>("SELECT jq_enqueue('q', '{}', run_at => clock_timestamp() + interval '300 ms')");
+        let (claimed, due) = Spi::get_two::<i64, bool>(
+            "SELECT c.id, clock_timestamp() >= j.available_at
+             FROM jq_claim('q', 'w', wait => interval '20 s') c JOIN jq_jobs j USING (id)",
+        )
+        .unwrap();
+        assert_eq!(claimed, Some(id));
+        assert_eq!(due, Some(true), "claimed before its run_at");
+    }
+
+    #[pg_test]
+    fn a_waiting_claim_with_nothing_to_claim_returns_no_rows_after_its_wait() {
+        let elapsed = one::<bool>(
+            "WITH t0 AS MATERIALIZED (SELECT clock_timestamp() AS at),
+                  c AS MATERIALIZED (SELECT count(*) AS n FROM jq_claim('q', 'w', wait => interval '300 ms'))
+             SELECT c.n = 0 AND clock_timestamp() - t0.at >= interval '300 ms' FROM t0, c",
+        );
+        assert!(elapsed, "returned a job, or returned before its wait was over");
+        // Zero means no wait: a plain claim.
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_claim('q', 'w', wait => interval '0')"), 0);
+    }
+}

@@ -1,0 +1,146 @@
+//! The only place that runs SQL. Everything above it passes a statement's text (a `sql/queries/`
+//! file) and its arguments, and gets back decoded rows.
+//!
+//! A transaction id is assigned to a transaction only when a row actually changes; the helpers
+//! here keep it that way. pgrx's `client.update()`, `Spi::run` and `Spi::get_one` assign one up
+//! front, whether the statement writes or not, so a claim that finds nothing would write and flush a
+//! commit record, and a waiting claim would hold back VACUUM with its id while it sleeps. None of
+//! them is used; the lint layer (`scripts/lint.sh`) keeps it so. The helpers:
+//! - [`Session::rows`] / [`Session::first`]: the session plan of a hot statement (see `plans`),
+//!   run read-write with a fresh snapshot, no transaction id up front.
+//! - [`rows_planned_per_call`] / [`count_planned_per_call`]: planned for these arguments on every
+//!   call, for rare statements whose best plan depends on them (one queue or all); read-write, no
+//!   transaction id up front.
+//! - [`read_only_rows`]: a read-only statement with the calling statement's snapshot, for catalog
+//!   and figures reads; it can never take a transaction id.
+//! - [`in_subtransaction`]: a step whose failure must not end the transaction.
+
+pub mod clock;
+pub mod payload;
+mod plans;
+mod row;
+
+use std::panic::AssertUnwindSafe;
+
+use pgrx::datum::DatumWithOid;
+use pgrx::pg_sys::panic::CaughtError;
+use pgrx::pg_sys::PgOid;
+use pgrx::prelude::*;
+use pgrx::spi::{self, Query, SpiClient};
+
+pub use row::FromRow;
+
+/// One SPI connection, for the statements of one call.
+pub struct Session<'a, 'conn> {
+    client: &'a mut SpiClient<'conn>,
+}
+
+/// Runs `f` with an SPI connection; SPI disconnects when it returns (or unwinds).
+pub fn connect<R>(f: impl FnOnce(&mut Session) -> spi::Result<R>) -> spi::Result<R> {
+    Spi::connect_mut(|client| f(&mut Session { client }))
+}
+
+impl Session<'_, '_> {
+    /// Every row of the statement `sql` (a `'static` text), run with its session plan.
+    pub fn rows<T: FromRow>(&mut self, sql: &'static str, args: &[DatumWithOid]) -> spi::Result<Vec<T>> {
+        plans::run(self.client, sql, args)?.map(|row| T::from_row(&row)).collect()
+    }
+
+    /// The first column of the first row, or None when there is no row.
+    pub fn first<T: FromDatum + IntoDatum>(
+        &mut self,
+        sql: &'static str,
+        args: &[DatumWithOid],
+    ) -> spi::Result<Option<T>> {
+        let rows = plans::run(self.client, sql, args)?;
+        if rows.is_empty() {
+            // SPI itself errors on `first()` of an empty result.
+            return Ok(None);
+        }
+        rows.first().get_one::<T>()
+    }
+}
+
+/// Runs a statement planned for these arguments, once, and decodes each row it returns: for
+/// statements that run rarely and whose best plan depends on the arguments (one queue or all).
+pub fn rows_planned_per_call<T: FromRow>(sql: &str, args: &[DatumWithOid]) -> spi::Result<Vec<T>> {
+    let types: Vec<PgOid> = args.iter().map(|arg| PgOid::from(arg.oid())).collect();
+    Spi::connect_mut(|client| {
+        let statement = client.prepare_mut(sql, &types)?;
+        Query::execute(&statement, client, None, args)?.map(|row| T::from_row(&row)).collect()
+    })
+}
+
+/// `rows_planned_per_call` for a data-changing statement bounded by a `max_jobs: i32` argument:
+/// how many rows it returned (which the bound keeps within i32).
+pub fn count_planned_per_call(sql: &str, args: &[DatumWithOid]) -> spi::Result<i32> {
+    let rows = rows_planned_per_call::<()>(sql, args)?;
+    Ok(i32::try_from(rows.len()).expect("at most max_jobs rows"))
+}
+
+/// A read-only statement, with the snapshot of the statement that called the function.
+pub fn read_only_rows<T: FromRow>(sql: &str, args: &[DatumWithOid]) -> spi::Result<Vec<T>> {
+    Spi::connect(|client| client.select(sql, None, args)?.map(|row| T::from_row(&row)).collect())
+}
+
+/// Runs `f` in a subtransaction: its changes stay if it succeeds, and are undone if it fails, in
+/// which case the error is returned as its message and the transaction goes on. What it noted for
+/// the counters and wake-ups is undone with it (see `shared::xact`).
+pub fn in_subtransaction<T>(f: impl FnOnce() -> spi::Result<T>) -> Result<T, String> {
+    // SAFETY: reads two backend globals, restored below: PostgreSQL's own subtransaction calls
+    // switch both, and a caller's SPI connection and memory must survive the step.
+    let (context, owner) = unsafe { (pg_sys::CurrentMemoryContext, pg_sys::CurrentResourceOwner) };
+    // SAFETY: called inside a transaction (every SQL function and reaper pass is); the matching
+    // release or rollback follows on every path, since `PgTryBuilder` catches the errors.
+    unsafe { pg_sys::BeginInternalSubTransaction(std::ptr::null()) };
+    let result = PgTryBuilder::new(AssertUnwindSafe(|| f().map_err(|e| e.to_string())))
+        .catch_others(|error| Err(describe(error)))
+        .execute();
+    // SAFETY: ends the subtransaction begun above (it is the current one: `f` ended any of its
+    // own), then restores what PostgreSQL's subtransaction calls switched.
+    unsafe {
+        if result.is_ok() {
+            pg_sys::ReleaseCurrentSubTransaction();
+        } else {
+            pg_sys::RollbackAndReleaseCurrentSubTransaction();
+        }
+        pg_sys::MemoryContextSwitchTo(context);
+        pg_sys::CurrentResourceOwner = owner;
+    }
+    result
+}
+
+/// The message of a caught error.
+pub fn describe(error: CaughtError) -> String {
+    match error {
+        CaughtError::PostgresError(report)
+        | CaughtError::ErrorReport(report)
+        | CaughtError::RustPanic { ereport: report, .. } => report.message().to_owned(),
+    }
+}
+
+/// A background worker's own transaction, with a snapshot for its statements.
+pub fn begin_worker_transaction() {
+    // SAFETY: only in a background worker between transactions; `commit_worker_transaction` or
+    // an abort ends it.
+    unsafe {
+        pg_sys::SetCurrentStatementStartTimestamp();
+        pg_sys::StartTransactionCommand();
+        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+    }
+}
+
+pub fn commit_worker_transaction() {
+    // SAFETY: ends what `begin_worker_transaction` began: the snapshot it pushed, then the transaction.
+    unsafe {
+        pg_sys::PopActiveSnapshot();
+        pg_sys::CommitTransactionCommand();
+    }
+}
+
+/// Aborts a background worker's transaction after an error it caught.
+pub fn abort_worker_transaction() {
+    // SAFETY: the worker's transaction is open (begun by `begin_worker_transaction`) or already
+    // aborted by the error; AbortCurrentTransaction handles both.
+    unsafe { pg_sys::AbortCurrentTransaction() };
+}

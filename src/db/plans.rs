@@ -1,0 +1,318 @@
+//! Prepared plans for the statements on the hot path (enqueue, claim, heartbeat, complete, fail)
+//! and the other guarded updates of one job (retry, cancel).
+//!
+//! Parsing and planning a claim cost more than running it: perf showed 45% of a claim + complete
+//! cycle's CPU in the planner and another 15% in the parser. So each backend prepares each of these
+//! statements once, keeps the plan for the session, and runs it with a generic plan. PostgreSQL's
+//! plan cache would otherwise keep re-planning the claim: its LIMIT is a parameter, so the generic
+//! plan's estimate always looks worse than a custom plan's, although the plan is the same. The plan
+//! test (`generic_plans_use_their_indexes`) checks the generic plans of every statement here.
+//!
+//! The plan cache replans on its own after DDL, VACUUM or ANALYZE of a table the statement reads.
+//! Beyond that, a session plan lives at most `PLAN_LIFETIME`: the planner sizes tables by their
+//! current length, so a plan made while jq_jobs was nearly empty (where any index, or none, looks
+//! as good as the right one) is replaced soon after the table grows, even where autovacuum is off.
+//! That is one parse and plan per statement, session and second, where there used to be one per call.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use pgrx::datum::DatumWithOid;
+use pgrx::pg_sys::{self, PgOid};
+use pgrx::spi::{self, OwnedPreparedStatement, Query, SpiClient, SpiTupleTable};
+
+const PLAN_LIFETIME: Duration = Duration::from_secs(1);
+
+thread_local! {
+    /// This session's plans and when each was prepared, keyed by the address of the statement's
+    /// text (each is an `include_str!` constant). A backend is one thread.
+    static PLANS: RefCell<HashMap<usize, (Instant, Rc<OwnedPreparedStatement>)>> = RefCell::new(HashMap::new());
+}
+
+/// Runs `sql` (a `'static` statement text) with its session plan, preparing it on first use.
+pub(super) fn run<'conn>(
+    client: &mut SpiClient<'conn>,
+    sql: &'static str,
+    args: &[DatumWithOid],
+) -> spi::Result<SpiTupleTable<'conn>> {
+    let plan = plan_for(client, sql, args)?;
+    let _settings = ForceGenericPlan::new();
+    // The plan was prepared as mutating, so it runs read-write with a fresh snapshot, and PostgreSQL
+    // assigns a transaction id only when a row actually changes (see `db`).
+    Query::execute(&*plan, client, None, args)
+}
+
+fn plan_for(client: &SpiClient, sql: &'static str, args: &[DatumWithOid]) -> spi::Result<Rc<OwnedPreparedStatement>> {
+    let key = sql.as_ptr() as usize;
+    let cached = PLANS.with(|plans| plans.borrow().get(&key).cloned());
+    if let Some((prepared, plan)) = cached {
+        if prepared.elapsed() < PLAN_LIFETIME {
+            return Ok(plan);
+        }
+    }
+    let types: Vec<PgOid> = args.iter().map(|arg| PgOid::from(arg.oid())).collect();
+    let plan = Rc::new(client.prepare_mut(sql, &types)?.keep());
+    // The plan replaced here is freed when its last user (an outer execution, if any) lets go.
+    PLANS.with(|plans| plans.borrow_mut().insert(key, (Instant::now(), plan.clone())));
+    Ok(plan)
+}
+
+/// The planner settings the session plans are made and run with, for the duration of one execution
+/// and restored however it ends (an error unwinds through the drop):
+/// - `plan_cache_mode = force_generic_plan`, as above;
+/// - `enable_seqscan = off`: each of these statements has one right access path (an index, or the
+///   ctids the claim just locked), but a plan made while jq_jobs is empty finds a sequential scan
+///   cheaper, and a session plan outlives that moment. Only the planner reads this setting.
+///
+/// The variables are set directly: that is all the settings' own assignment does, and it costs
+/// nothing per call, unlike `set_config_option`.
+struct ForceGenericPlan {
+    plan_cache_mode: i32,
+    enable_seqscan: bool,
+}
+
+impl ForceGenericPlan {
+    fn new() -> Self {
+        // SAFETY: a backend is single-threaded; both settings are plain variables the planner and
+        // the plan cache read.
+        unsafe {
+            let saved = Self { plan_cache_mode: pg_sys::plan_cache_mode, enable_seqscan: pg_sys::enable_seqscan };
+            pg_sys::plan_cache_mode = pg_sys::PlanCacheMode::PLAN_CACHE_MODE_FORCE_GENERIC_PLAN as i32;
+            pg_sys::enable_seqscan = false;
+            saved
+        }
+    }
+}
+
+impl Drop for ForceGenericPlan {
+    fn drop(&mut self) {
+        // SAFETY: as above.
+        unsafe {
+            pg_sys::plan_cache_mode = self.plan_cache_mode;
+            pg_sys::enable_seqscan = self.enable_seqscan;
+        }
+    }
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pgrx::pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    use crate::testing::*;
+
+    /// The plan test: with a history of finished jobs and a backlog of pending ones, the claim and the
+    /// reaper read their partial indexes, never scan jq_jobs sequentially and never sort; the stats
+    /// view and retention do not scan the table either.
+    #[pg_test]
+    fn claim_and_reap_plans_use_their_partial_indexes() {
+        add_history_and_backlog();
+        run("SELECT count(*) FROM jq_claim('q1', 'w', interval '1 s', 50)");
+        run("ANALYZE jq_jobs");
+
+        let now = crate::db::clock::now();
+        let claim_plan = |batch: i32, admitted: bool| {
+            let args = [
+                "q2".into(),
+                "w".into(),
+                Option::<pgrx::datum::Interval>::None.into(),
+                batch.into(),
+                now.into(),
+                admitted.into(),
+            ];
+            Spi::explain_with_args(include_str!("../../sql/queries/claim.sql"), &args).unwrap().0
+        };
+        for (batch, admitted) in [(1, false), (100, false), (100, true)] {
+            let plan = claim_plan(batch, admitted);
+            assert_no_sort_and_no_seq_scan(&plan);
+            for index in ["jq_jobs_claim", "jq_jobs_fifo"] {
+                assert_reads_index(&plan, index);
+            }
+            assert_has_node(&plan, "Tid Scan");
+        }
+        // A batch near the size of a small queue may fetch its candidates and sort them, which is
+        // cheap there; what must hold at every size is that the UPDATE finds its rows by ctid.
+        let plan = claim_plan(1000, true);
+        assert_no_seq_scan(&plan);
+        assert_has_node(&plan, "Tid Scan");
+
+        let reap_plan = Spi::explain_with_args(
+            include_str!("../../sql/queries/reap.sql"),
+            &[
+                10000i32.into(),
+                now.into(),
+                Option::<&str>::None.into(),
+                Vec::<i64>::new().into(),
+                Option::<i64>::None.into(),
+            ],
+        )
+        .unwrap();
+        assert_no_sort_and_no_seq_scan(&reap_plan.0);
+        assert_reads_index(&reap_plan.0, "jq_jobs_running");
+
+        // Operators' reads and retention grow with live work, not with the succeeded history.
+        let stats_plan = Spi::explain("SELECT * FROM jq_queue_stats").unwrap();
+        assert_no_seq_scan(&stats_plan.0);
+        let cutoff = Spi::get_one_with_args::<pgrx::datum::TimestampWithTimeZone>(
+            include_str!("../../sql/queries/prune_cutoff.sql"),
+            &[now.into()],
+        )
+        .unwrap();
+        let prune_plan = Spi::explain_with_args(
+            include_str!("../../sql/queries/prune.sql"),
+            &[10000i32.into(), now.into(), cutoff.into()],
+        )
+        .unwrap();
+        assert_no_seq_scan(&prune_plan.0);
+        assert_reads_index(&prune_plan.0, "jq_jobs_finished");
+    }
+
+    /// The statements that run with session-long generic plans (plans.rs) keep their access paths in
+    /// those plans, whether the plan was made on an empty, never analyzed table (where a sequential
+    /// scan is cheapest, and the plan outlives that moment) or on a large one.
+    #[pg_test]
+    fn generic_plans_use_their_indexes() {
+        // What plans.rs sets while it plans and runs them.
+        run("SET LOCAL plan_cache_mode = force_generic_plan");
+        run("SET LOCAL enable_seqscan = off");
+        assert_generic_plans_use_indexes();
+        add_history_and_backlog();
+        run("INSERT INTO jq_queues (queue_name, concurrency_limit) VALUES ('q3', 10)");
+        // Statistics taken while nothing ran, then many running jobs: the case where the index of
+        // running jobs looks empty to the planner but is not.
+        run("ANALYZE jq_jobs");
+        run("SELECT count(*) FROM jq_claim('q2', 'w', interval '1 hour', 1000)");
+        assert_generic_plans_use_indexes();
+    }
+
+    fn assert_generic_plans_use_indexes() {
+        for batch in [1, 1000] {
+            let claim = generic_plan(
+                include_str!("../../sql/queries/claim.sql"),
+                "text, text, interval, int, timestamptz, boolean",
+                &format!("'q1', 'w', NULL, {batch}, now(), false"),
+            );
+            assert_no_sort_and_no_seq_scan(&claim);
+            assert_reads_index(&claim, "jq_jobs_claim");
+            assert_reads_index(&claim, "jq_jobs_fifo");
+            assert_has_node(&claim, "Tid Scan");
+        }
+        let running = generic_plan(include_str!("../../sql/queries/claim_running.sql"), "text", "'q3'");
+        assert_no_seq_scan(&running);
+        // What a waiting claim runs between its looks.
+        let next_due =
+            generic_plan(include_str!("../../sql/queries/claim_next_due.sql"), "text, timestamptz", "'q1', now()");
+        assert_no_seq_scan(&next_due);
+        assert_reads_index(&next_due, "jq_jobs_fifo");
+        let slot_free =
+            generic_plan(include_str!("../../sql/queries/claim_slot_free.sql"), "text, timestamptz", "'q3', now()");
+        assert_no_seq_scan(&slot_free);
+        let holder = generic_plan(include_str!("../../sql/queries/enqueue_existing.sql"), "text, text", "'q1', 'k'");
+        assert_no_seq_scan(&holder);
+        // Refused calls look up their job's queue, to count the refusal.
+        let job_queue = generic_plan(include_str!("../../sql/queries/job_queue.sql"), "bigint[]", "ARRAY[1]");
+        assert_no_seq_scan(&job_queue);
+        assert_reads_index(&job_queue, "jq_jobs_pkey");
+        let by_id = [
+            (include_str!("../../sql/queries/complete.sql"), "bigint, text, bigint, timestamptz", "1, 'w', 1, now()"),
+            (
+                include_str!("../../sql/queries/complete_batch.sql"),
+                "bigint[], text, bigint[], timestamptz, text",
+                "ARRAY[1, 2], 'w', ARRAY[1, 1], now(), 'running'",
+            ),
+            (
+                include_str!("../../sql/queries/heartbeat.sql"),
+                "bigint, text, bigint, interval, timestamptz",
+                "1, 'w', 1, NULL, now()",
+            ),
+            (
+                include_str!("../../sql/queries/fail.sql"),
+                "bigint, text, bigint, text, text, boolean, interval, timestamptz",
+                "1, 'w', 1, 'E', NULL, true, NULL, now()",
+            ),
+        ];
+        let redrive = [
+            (include_str!("../../sql/queries/retry.sql"), "bigint, timestamptz", "1, now()"),
+            (include_str!("../../sql/queries/cancel.sql"), "bigint, timestamptz", "1, now()"),
+        ];
+        for (sql, types, args) in redrive {
+            let plan = generic_plan(sql, types, args);
+            assert_no_seq_scan(&plan);
+            assert!(!plan_nodes(&plan).iter().any(|n| n["Index Name"] == "jq_jobs_unresolved"), "{plan}");
+        }
+        for (sql, types, args) in by_id {
+            let plan = generic_plan(sql, types, args);
+            assert_no_seq_scan(&plan);
+            assert_reads_index(&plan, "jq_jobs_pkey");
+            assert!(!plan_nodes(&plan).iter().any(|n| n["Index Name"] == "jq_jobs_running"), "{plan}");
+        }
+        for (sql, dedup_key) in [
+            (include_str!("../../sql/queries/enqueue.sql"), "NULL"),
+            (include_str!("../../sql/queries/enqueue_dedup.sql"), "'k'"),
+        ] {
+            let enqueue = generic_plan(
+                sql,
+                "text, jsonb, int, timestamptz, int, text, text, timestamptz",
+                &format!("'q1', '{{}}', 0, NULL, NULL, {dedup_key}, NULL, now()"),
+            );
+            assert_no_seq_scan(&enqueue);
+        }
+    }
+
+    /// The generic plan PostgreSQL makes for `sql` prepared with parameters of `types`.
+    fn generic_plan(sql: &str, types: &str, args: &str) -> serde_json::Value {
+        run(&format!("PREPARE jq_plan_test ({types}) AS {sql}"));
+        let plan = Spi::explain(&format!("EXECUTE jq_plan_test ({args})")).unwrap().0;
+        run("DEALLOCATE jq_plan_test");
+        plan
+    }
+
+    fn assert_has_node(plan: &serde_json::Value, node_type: &str) {
+        assert!(plan_nodes(plan).iter().any(|n| n["Node Type"] == node_type), "the plan has no {node_type}: {plan}");
+    }
+
+    /// 100k succeeded jobs and 10k pending ones (five priorities, a second apart) over four queues.
+    fn add_history_and_backlog() {
+        run("INSERT INTO jq_jobs (queue_name, payload, status, available_at, max_attempts, created_at, finished_at, attempt_count)
+             SELECT 'q' || (i % 4), '{}', 'succeeded', now(), 8, now(), now(), 1 FROM generate_series(1, 100000) i");
+        run("INSERT INTO jq_jobs (queue_name, payload, priority, available_at, max_attempts, created_at)
+             SELECT 'q' || (i % 4), '{}', i % 5, now() - (i || ' s')::interval, 8, now() FROM generate_series(1, 10000) i");
+    }
+
+    fn plan_nodes(plan: &serde_json::Value) -> Vec<&serde_json::Value> {
+        let mut nodes = Vec::new();
+        collect_plan_nodes(plan, &mut nodes);
+        nodes
+    }
+
+    fn assert_no_seq_scan(plan: &serde_json::Value) {
+        for node in plan_nodes(plan) {
+            let scans_jobs = node["Node Type"] == "Seq Scan" && node["Relation Name"] == "jq_jobs";
+            assert!(!scans_jobs, "the plan scans jq_jobs sequentially: {plan}");
+        }
+    }
+
+    fn assert_no_sort_and_no_seq_scan(plan: &serde_json::Value) {
+        assert_no_seq_scan(plan);
+        assert!(plan_nodes(plan).iter().all(|n| n["Node Type"] != "Sort"), "the plan sorts: {plan}");
+    }
+
+    fn assert_reads_index(plan: &serde_json::Value, index: &str) {
+        assert!(plan_nodes(plan).iter().any(|n| n["Index Name"] == index), "the plan does not read {index}: {plan}");
+    }
+
+    fn collect_plan_nodes<'a>(value: &'a serde_json::Value, out: &mut Vec<&'a serde_json::Value>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                if map.contains_key("Node Type") {
+                    out.push(value);
+                }
+                map.values().for_each(|v| collect_plan_nodes(v, out));
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| collect_plan_nodes(v, out)),
+            _ => {}
+        }
+    }
+}

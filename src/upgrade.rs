@@ -1,0 +1,38 @@
+//! Symbols that older install scripts still call. A library is replaced in place, and the SQL
+//! definitions of the version installed in a database call it until `ALTER EXTENSION UPDATE`
+//! replaces them, so each symbol an older version declared is kept here, with why.
+
+use pgrx::datum::{Interval, TimestampWithTimeZone};
+use pgrx::prelude::*;
+use pgrx::spi;
+
+use crate::api::claim::jq_claim_wait;
+use crate::db::payload::Payload;
+
+/// jq_claim as 0.1.0 declared it, without `wait`. 0.1.0's definition calls this symbol by name.
+/// pgrx describes even a function it does not declare in SQL, so the result columns are spelled
+/// out again.
+#[allow(clippy::type_complexity)]
+#[pg_extern(sql = false, volatile, parallel_unsafe)]
+fn jq_claim(
+    queue_name: Option<&str>,
+    worker: Option<&str>,
+    lease: Option<Interval>,
+    batch_size: Option<i32>,
+) -> spi::Result<
+    TableIterator<
+        'static,
+        (
+            name!(id, i64),
+            name!(queue_name, String),
+            name!(payload, Payload),
+            name!(priority, i32),
+            name!(attempt_count, i32),
+            name!(max_attempts, i32),
+            name!(lease_token, i64),
+            name!(lease_expires_at, TimestampWithTimeZone),
+        ),
+    >,
+> {
+    jq_claim_wait(queue_name, worker, lease, batch_size, None)
+}
