@@ -2,6 +2,8 @@
 //! SKIP LOCKED between claimers, reaping while workers run. `#[pg_test]` cannot do these, because
 //! its one transaction is rolled back.
 
+pub mod client;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;

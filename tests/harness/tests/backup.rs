@@ -20,7 +20,9 @@ fn a_dump_and_restore_keeps_jobs_settings_history_and_ids() {
         let row = client.query_one("SELECT id, lease_token FROM jq_claim('kept', 'w', batch_size => 1)", &[]).unwrap();
         (row.get(0), row.get(1))
     };
-    client.query_one("SELECT jq_fail($1, 'w', $2, 'BOOM', 'kept in history', retryable => false)", &[&id, &token]).unwrap();
+    client
+        .query_one("SELECT jq_fail($1, 'w', $2, 'BOOM', 'kept in history', retryable => false)", &[&id, &token])
+        .unwrap();
     let snapshot = |c: &mut jq_harness::Client| -> Vec<String> {
         text_rows(
             c,
@@ -36,7 +38,8 @@ fn a_dump_and_restore_keeps_jobs_settings_history_and_ids() {
     let dump = std::env::temp_dir().join(format!("jq-backup-{}.dump", std::process::id()));
     let port = cluster.port().to_string();
     let connection = ["-h", "127.0.0.1", "-p", port.as_str(), "-U", "postgres"];
-    let dumped = Command::new("pg_dump").args(connection).args(["-Fc", "-f"]).arg(&dump).arg("postgres").status().unwrap();
+    let dumped =
+        Command::new("pg_dump").args(connection).args(["-Fc", "-f"]).arg(&dump).arg("postgres").status().unwrap();
     assert!(dumped.success(), "pg_dump failed");
     client.batch_execute("CREATE DATABASE restored").unwrap();
     let restored = Command::new("pg_restore")

@@ -130,7 +130,10 @@ fn a_waiting_claim_works_through_pgbouncer_in_transaction_mode() {
     let mut admin = cluster.connect();
     wait_until("the claim waits", || {
         admin
-            .query_opt("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Extension' AND query LIKE '%jq_claim%'", &[])
+            .query_opt(
+                "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Extension' AND query LIKE '%jq_claim%'",
+                &[],
+            )
             .unwrap()
             .is_some()
     });
@@ -158,7 +161,9 @@ fn the_plain_sql_example_worker_drains_a_queue() {
     let workers: Vec<_> = (0..2)
         .map(|w| {
             let mut worker = cluster.connect();
-            thread::spawn(move || worker.batch_execute(&format!("CALL demo_worker('sql', 'sql-{w}', NULL, 0)")).unwrap())
+            thread::spawn(move || {
+                worker.batch_execute(&format!("CALL demo_worker('sql', 'sql-{w}', NULL, 0)")).unwrap()
+            })
         })
         .collect();
     for worker in workers {

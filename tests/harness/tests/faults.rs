@@ -9,35 +9,12 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use jq_harness::client::{claim, complete, enqueue_many};
 use jq_harness::{wait_until, Client, Cluster};
 
-fn enqueue_many(client: &mut Client, queue: &str, n: i32) {
-    client
-        .execute(
-            // In batches of pg_jobqueue.max_batch_size (1000) at most.
-            "SELECT count(*) FROM generate_series(0, $2::int - 1, 1000) c,
-                    LATERAL jq_enqueue_batch($1, array_fill('{}'::jsonb, ARRAY[least(1000, $2::int - c)]))",
-            &[&queue, &n],
-        )
-        .unwrap();
-}
-
-/// Claims one job; returns (id, lease_token).
-fn claim(client: &mut Client, queue: &str, worker: &str, lease: &str) -> Option<(i64, i64)> {
-    client
-        .query_opt("SELECT id, lease_token FROM jq_claim($1, $2, $3::text::interval)", &[&queue, &worker, &lease])
-        .unwrap()
-        .map(|row| (row.get(0), row.get(1)))
-}
-
-fn complete(client: &mut Client, id: i64, worker: &str, token: i64) -> bool {
-    client.query_one("SELECT jq_complete($1, $2, $3)", &[&id, &worker, &token]).unwrap().get(0)
-}
-
 fn job_state(client: &mut Client, id: i64) -> (String, i32, i64) {
-    let row = client
-        .query_one("SELECT status::text, attempt_count, lease_token FROM jq_jobs WHERE id = $1", &[&id])
-        .unwrap();
+    let row =
+        client.query_one("SELECT status::text, attempt_count, lease_token FROM jq_jobs WHERE id = $1", &[&id]).unwrap();
     (row.get(0), row.get(1), row.get(2))
 }
 
@@ -81,7 +58,10 @@ fn drain(client: &mut Client, queue: &str) -> Vec<i64> {
             }
         }
         let live: i64 = client
-            .query_one("SELECT count(*) FROM jq_jobs WHERE queue_name = $1 AND status IN ('pending', 'running')", &[&queue])
+            .query_one(
+                "SELECT count(*) FROM jq_jobs WHERE queue_name = $1 AND status IN ('pending', 'running')",
+                &[&queue],
+            )
             .unwrap()
             .get(0);
         if live > 0 && rows.is_empty() {
@@ -109,7 +89,10 @@ fn boundary_1_sixteen_claimers_grant_each_lease_once_without_waiting() {
                 let mut grants = Vec::new();
                 loop {
                     let rows = client
-                        .query("SELECT id, lease_token FROM jq_claim('many', $1, interval '1 minute', $2)", &[&worker, &batch])
+                        .query(
+                            "SELECT id, lease_token FROM jq_claim('many', $1, interval '1 minute', $2)",
+                            &[&worker, &batch],
+                        )
                         .expect("a claim failed: did it wait on a lock?");
                     if rows.is_empty() {
                         return grants;
@@ -121,7 +104,10 @@ fn boundary_1_sixteen_claimers_grant_each_lease_once_without_waiting() {
                         // until that claim commits (claim.sql explains why).
                         let mut tx = client.transaction().unwrap();
                         tx.batch_execute("SET LOCAL lock_timeout = '1min'").unwrap();
-                        assert!(tx.query_one("SELECT jq_complete($1, $2, $3)", &[&id, &worker, &token]).unwrap().get::<_, bool>(0));
+                        assert!(tx
+                            .query_one("SELECT jq_complete($1, $2, $3)", &[&id, &worker, &token])
+                            .unwrap()
+                            .get::<_, bool>(0));
                         tx.commit().unwrap();
                         grants.push((id, token));
                     }
@@ -153,7 +139,12 @@ fn boundary_2_a_worker_killed_after_its_claim_loses_nothing() {
     let id: i64 = observer.query_one("SELECT jq_enqueue('killed-client', '{}')", &[]).unwrap().get(0);
     let mut client_process = Command::new("psql")
         .args(["-X", "-q", "-h", "127.0.0.1", "-p", &cluster.port().to_string(), "-U", "postgres", "-d", "postgres"])
-        .args(["-c", "SELECT id FROM jq_claim('killed-client', 'doomed', interval '1 second')", "-c", "SELECT pg_sleep(600)"])
+        .args([
+            "-c",
+            "SELECT id FROM jq_claim('killed-client', 'doomed', interval '1 second')",
+            "-c",
+            "SELECT pg_sleep(600)",
+        ])
         .stdout(Stdio::null())
         .spawn()
         .expect("psql starts");
@@ -220,7 +211,8 @@ fn boundary_4_side_effects_happen_once_with_either_pattern() {
         .execute("INSERT INTO external_effects VALUES ($1, 'second') ON CONFLICT (idempotency_key) DO NOTHING", &[&id])
         .unwrap();
     assert!(complete(&mut second, id, "second", retried));
-    let effects: i64 = second.query_one("SELECT count(*) FROM external_effects WHERE idempotency_key = $1", &[&id]).unwrap().get(0);
+    let effects: i64 =
+        second.query_one("SELECT count(*) FROM external_effects WHERE idempotency_key = $1", &[&id]).unwrap().get(0);
     assert_eq!(effects, 1);
 
     // (b) The effect commits with the completion, or not at all.
@@ -258,7 +250,8 @@ fn boundary_4_side_effects_happen_once_with_either_pattern() {
 /// interval plus backoff at most), and how long both ran.
 #[test]
 fn boundary_5_stopped_heartbeats_bound_the_duplicate_window() {
-    let cluster = Cluster::start_with(&["shared_preload_libraries = 'pg_jobqueue'", "pg_jobqueue.reaper_interval = '200ms'"]);
+    let cluster =
+        Cluster::start_with(&["shared_preload_libraries = 'pg_jobqueue'", "pg_jobqueue.reaper_interval = '200ms'"]);
     let mut a = cluster.connect();
     let id: i64 = a.query_one("SELECT jq_enqueue('stuck', '{}')", &[]).unwrap().get(0);
     let (_, token) = claim(&mut a, "stuck", "a", "1 second").unwrap();
@@ -282,10 +275,8 @@ fn boundary_5_stopped_heartbeats_bound_the_duplicate_window() {
         }
         b_token.is_some()
     });
-    let b_start: f64 = b
-        .query_one("SELECT extract(epoch FROM claimed_at)::float8 FROM jq_jobs WHERE id = $1", &[&id])
-        .unwrap()
-        .get(0);
+    let b_start: f64 =
+        b.query_one("SELECT extract(epoch FROM claimed_at)::float8 FROM jq_jobs WHERE id = $1", &[&id]).unwrap().get(0);
     thread::sleep(Duration::from_millis(300)); // both are running the job now
     let a_end: f64 = a.query_one("SELECT extract(epoch FROM clock_timestamp())::float8", &[]).unwrap().get(0);
     assert!(!complete(&mut a, id, "a", token), "A's late completion must be refused");
@@ -320,7 +311,10 @@ fn boundary_6_a_job_that_always_fails_dies_after_max_attempts_and_can_be_redrive
         assert_eq!(claimed, id);
         let message = format!("attempt {attempts} failed");
         let failed: bool = client
-            .query_one("SELECT jq_fail($1, 'w', $2, 'ALWAYS', $3, retry_in => interval '10 ms')", &[&id, &token, &message])
+            .query_one(
+                "SELECT jq_fail($1, 'w', $2, 'ALWAYS', $3, retry_in => interval '10 ms')",
+                &[&id, &token, &message],
+            )
             .unwrap()
             .get(0);
         assert!(failed);
@@ -328,7 +322,10 @@ fn boundary_6_a_job_that_always_fails_dies_after_max_attempts_and_can_be_redrive
     }
     assert_eq!(attempts, 3);
     let history: Vec<(String, String, i32, String)> = client
-        .query("SELECT event, status::text, attempt, error_message FROM jq_job_events WHERE job_id = $1 ORDER BY id", &[&id])
+        .query(
+            "SELECT event, status::text, attempt, error_message FROM jq_job_events WHERE job_id = $1 ORDER BY id",
+            &[&id],
+        )
         .unwrap()
         .iter()
         .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
@@ -408,13 +405,7 @@ fn boundary_10_a_million_job_backlog_keeps_plans_and_recovers_in_bounded_passes(
         )
         .unwrap();
     let plan = |client: &mut Client, sql: &str| -> String {
-        client
-            .query(sql, &[])
-            .unwrap()
-            .iter()
-            .map(|r| r.get::<_, String>(0))
-            .collect::<Vec<_>>()
-            .join("\n")
+        client.query(sql, &[]).unwrap().iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>().join("\n")
     };
     client
         .batch_execute(&format!(
@@ -480,7 +471,8 @@ fn boundary_11_an_immediate_stop_loses_nothing_acknowledged() {
         threads.push(thread::spawn(move || {
             let worker = format!("w{w}");
             while !stop.load(Ordering::SeqCst) {
-                let Ok(row) = client.query_opt("SELECT id, lease_token FROM jq_claim('crash', $1, interval '2 seconds')", &[&worker])
+                let Ok(row) = client
+                    .query_opt("SELECT id, lease_token FROM jq_claim('crash', $1, interval '2 seconds')", &[&worker])
                 else {
                     return;
                 };
@@ -504,7 +496,8 @@ fn boundary_11_an_immediate_stop_loses_nothing_acknowledged() {
     let mut client = cluster.connect();
     let (enqueued, completed) = (enqueued.lock().unwrap().clone(), completed.lock().unwrap().clone());
     assert!(!enqueued.is_empty() && !completed.is_empty(), "the crash came before any work");
-    let present: i64 = client.query_one("SELECT count(*) FROM jq_jobs WHERE id = ANY($1)", &[&enqueued]).unwrap().get(0);
+    let present: i64 =
+        client.query_one("SELECT count(*) FROM jq_jobs WHERE id = ANY($1)", &[&enqueued]).unwrap().get(0);
     assert_eq!(present as usize, enqueued.len(), "an acknowledged enqueue was lost");
     let succeeded: i64 = client
         .query_one("SELECT count(*) FROM jq_jobs WHERE id = ANY($1) AND status = 'succeeded'", &[&completed])
@@ -521,9 +514,8 @@ fn boundary_11_an_immediate_stop_loses_nothing_acknowledged() {
         .get(0);
     assert_eq!(unleased, 0, "a running job has no lease that will expire");
     drain(&mut client, "crash");
-    let row = client
-        .query_one("SELECT count(*), count(*) FILTER (WHERE status = 'succeeded') FROM jq_jobs", &[])
-        .unwrap();
+    let row =
+        client.query_one("SELECT count(*), count(*) FILTER (WHERE status = 'succeeded') FROM jq_jobs", &[]).unwrap();
     assert_eq!(row.get::<_, i64>(0), row.get::<_, i64>(1), "after the restart the queue drains completely");
     println!(
         "immediate stop: {} acknowledged enqueues and {} acknowledged completions, all kept",

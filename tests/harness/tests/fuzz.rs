@@ -4,7 +4,8 @@
 
 use jq_harness::{Client, Cluster};
 
-const TEXT: &[&str] = &["NULL", "''", "repeat('x', 61)", "repeat('x', 300)", "repeat('x', 10000)", "'bad name'", "'é😀'", "'ok'"];
+const TEXT: &[&str] =
+    &["NULL", "''", "repeat('x', 61)", "repeat('x', 300)", "repeat('x', 10000)", "'bad name'", "'é😀'", "'ok'"];
 const INT: &[&str] = &["NULL", "(-2147483648)", "(-1)", "0", "1", "2147483647"];
 const BIGINT: &[&str] = &["NULL", "(-9223372036854775808)::bigint", "0::bigint", "9223372036854775807::bigint"];
 const INTERVAL: &[&str] = &[
@@ -19,10 +20,24 @@ const INTERVAL: &[&str] = &[
     "interval '-178000000 years'",
     "interval '1 s'",
 ];
-const TIMESTAMPTZ: &[&str] = &["NULL", "'infinity'::timestamptz", "'-infinity'::timestamptz", "'294276-12-31 23:59:59+00'::timestamptz", "'4713-01-01 00:00:00+00 BC'::timestamptz"];
-const JSONB: &[&str] = &["NULL", "'{}'::jsonb", "('\"' || repeat('x', 2000000) || '\"')::jsonb", "'[1, {\"a\": null}]'::jsonb"];
-const JSONB_ARRAY: &[&str] = &["NULL", "ARRAY[]::jsonb[]", "ARRAY[NULL]::jsonb[]", "array_fill('{}'::jsonb, ARRAY[1001])", "array_fill('{}'::jsonb, ARRAY[100000])"];
-const BIGINT_ARRAY: &[&str] = &["NULL", "ARRAY[]::bigint[]", "ARRAY[NULL]::bigint[]", "array_fill(1::bigint, ARRAY[100000])"];
+const TIMESTAMPTZ: &[&str] = &[
+    "NULL",
+    "'infinity'::timestamptz",
+    "'-infinity'::timestamptz",
+    "'294276-12-31 23:59:59+00'::timestamptz",
+    "'4713-01-01 00:00:00+00 BC'::timestamptz",
+];
+const JSONB: &[&str] =
+    &["NULL", "'{}'::jsonb", "('\"' || repeat('x', 2000000) || '\"')::jsonb", "'[1, {\"a\": null}]'::jsonb"];
+const JSONB_ARRAY: &[&str] = &[
+    "NULL",
+    "ARRAY[]::jsonb[]",
+    "ARRAY[NULL]::jsonb[]",
+    "array_fill('{}'::jsonb, ARRAY[1001])",
+    "array_fill('{}'::jsonb, ARRAY[100000])",
+];
+const BIGINT_ARRAY: &[&str] =
+    &["NULL", "ARRAY[]::bigint[]", "ARRAY[NULL]::bigint[]", "array_fill(1::bigint, ARRAY[100000])"];
 const BOOLEAN: &[&str] = &["NULL", "true", "false"];
 const SETTINGS: &[&str] = &[
     "NULL",
@@ -41,46 +56,113 @@ const SETTINGS: &[&str] = &[
 ];
 const PRIVILEGE: &[&str] = &["NULL", "''", "'everything'", "'consume'"];
 
-/// (function, [(argument, a valid value, the values to try)])
-fn functions(job: i64, token: i64) -> Vec<(&'static str, Vec<(&'static str, String, &'static [&'static str])>)> {
+/// One argument of a function: its name, a valid value, and the values to try.
+type Argument = (&'static str, String, &'static [&'static str]);
+
+/// (function, its arguments)
+fn functions(job: i64, token: i64) -> Vec<(&'static str, Vec<Argument>)> {
     let q = || "'fz'".to_owned();
     let id = || job.to_string();
     let tok = || token.to_string();
     vec![
-        ("jq_enqueue", vec![
-            ("queue_name", q(), TEXT), ("payload", "'{}'".into(), JSONB), ("priority", "0".into(), INT),
-            ("run_at", "NULL".into(), TIMESTAMPTZ), ("max_attempts", "NULL".into(), INT),
-            ("dedup_key", "NULL".into(), TEXT), ("ordering_key", "NULL".into(), TEXT),
-        ]),
-        ("jq_enqueue_batch", vec![
-            ("queue_name", q(), TEXT), ("payloads", "ARRAY['{}'::jsonb]".into(), JSONB_ARRAY), ("priority", "0".into(), INT),
-            ("run_at", "NULL".into(), TIMESTAMPTZ), ("max_attempts", "NULL".into(), INT),
-        ]),
-        ("jq_claim", vec![
-            ("queue_name", "'fz-empty'".into(), TEXT), ("worker", "'w'".into(), TEXT), ("lease", "NULL".into(), INTERVAL),
-            ("batch_size", "1".into(), INT), ("wait", "NULL".into(), INTERVAL),
-        ]),
-        ("jq_heartbeat", vec![
-            ("job_id", id(), BIGINT), ("worker", "'w'".into(), TEXT), ("lease_token", tok(), BIGINT), ("extend", "NULL".into(), INTERVAL),
-        ]),
-        ("jq_complete", vec![("job_id", "0".into(), BIGINT), ("worker", "'w'".into(), TEXT), ("lease_token", tok(), BIGINT)]),
-        ("jq_complete_batch", vec![
-            ("job_ids", "ARRAY[0::bigint]".into(), BIGINT_ARRAY), ("worker", "'w'".into(), TEXT), ("lease_tokens", "ARRAY[0::bigint]".into(), BIGINT_ARRAY),
-        ]),
-        ("jq_fail", vec![
-            ("job_id", id(), BIGINT), ("worker", "'w'".into(), TEXT), ("lease_token", "0".into(), BIGINT),
-            ("error_code", "'E'".into(), TEXT), ("error_message", "NULL".into(), TEXT), ("retryable", "true".into(), BOOLEAN),
-            ("retry_in", "NULL".into(), INTERVAL),
-        ]),
+        (
+            "jq_enqueue",
+            vec![
+                ("queue_name", q(), TEXT),
+                ("payload", "'{}'".into(), JSONB),
+                ("priority", "0".into(), INT),
+                ("run_at", "NULL".into(), TIMESTAMPTZ),
+                ("max_attempts", "NULL".into(), INT),
+                ("dedup_key", "NULL".into(), TEXT),
+                ("ordering_key", "NULL".into(), TEXT),
+            ],
+        ),
+        (
+            "jq_enqueue_batch",
+            vec![
+                ("queue_name", q(), TEXT),
+                ("payloads", "ARRAY['{}'::jsonb]".into(), JSONB_ARRAY),
+                ("priority", "0".into(), INT),
+                ("run_at", "NULL".into(), TIMESTAMPTZ),
+                ("max_attempts", "NULL".into(), INT),
+            ],
+        ),
+        (
+            "jq_claim",
+            vec![
+                ("queue_name", "'fz-empty'".into(), TEXT),
+                ("worker", "'w'".into(), TEXT),
+                ("lease", "NULL".into(), INTERVAL),
+                ("batch_size", "1".into(), INT),
+                ("wait", "NULL".into(), INTERVAL),
+            ],
+        ),
+        (
+            "jq_heartbeat",
+            vec![
+                ("job_id", id(), BIGINT),
+                ("worker", "'w'".into(), TEXT),
+                ("lease_token", tok(), BIGINT),
+                ("extend", "NULL".into(), INTERVAL),
+            ],
+        ),
+        (
+            "jq_complete",
+            vec![("job_id", "0".into(), BIGINT), ("worker", "'w'".into(), TEXT), ("lease_token", tok(), BIGINT)],
+        ),
+        (
+            "jq_complete_batch",
+            vec![
+                ("job_ids", "ARRAY[0::bigint]".into(), BIGINT_ARRAY),
+                ("worker", "'w'".into(), TEXT),
+                ("lease_tokens", "ARRAY[0::bigint]".into(), BIGINT_ARRAY),
+            ],
+        ),
+        (
+            "jq_fail",
+            vec![
+                ("job_id", id(), BIGINT),
+                ("worker", "'w'".into(), TEXT),
+                ("lease_token", "0".into(), BIGINT),
+                ("error_code", "'E'".into(), TEXT),
+                ("error_message", "NULL".into(), TEXT),
+                ("retryable", "true".into(), BOOLEAN),
+                ("retry_in", "NULL".into(), INTERVAL),
+            ],
+        ),
         ("jq_retry", vec![("job_id", "0".into(), BIGINT)]),
         ("jq_cancel", vec![("job_id", "0".into(), BIGINT)]),
-        ("jq_retry_dead", vec![("queue_name", q(), TEXT), ("error_code", "NULL".into(), TEXT), ("max_jobs", "1".into(), INT)]),
-        ("jq_purge_dead", vec![("queue_name", "'fz-empty'".into(), TEXT), ("error_code", "NULL".into(), TEXT), ("max_jobs", "1".into(), INT)]),
+        (
+            "jq_retry_dead",
+            vec![("queue_name", q(), TEXT), ("error_code", "NULL".into(), TEXT), ("max_jobs", "1".into(), INT)],
+        ),
+        (
+            "jq_purge_dead",
+            vec![
+                ("queue_name", "'fz-empty'".into(), TEXT),
+                ("error_code", "NULL".into(), TEXT),
+                ("max_jobs", "1".into(), INT),
+            ],
+        ),
         ("jq_reap", vec![("max_jobs", "1".into(), INT)]),
         ("jq_prune", vec![("max_jobs", "1".into(), INT)]),
         ("jq_configure", vec![("queue_name", "'fz-settings'".into(), TEXT), ("settings", "'{}'".into(), SETTINGS)]),
-        ("jq_grant", vec![("role", "'pg_monitor'".into(), &["NULL"]), ("queue", q(), TEXT), ("privilege", "'monitor'".into(), PRIVILEGE)]),
-        ("jq_revoke", vec![("role", "'pg_monitor'".into(), &["NULL"]), ("queue", q(), TEXT), ("privilege", "'monitor'".into(), PRIVILEGE)]),
+        (
+            "jq_grant",
+            vec![
+                ("role", "'pg_monitor'".into(), &["NULL"]),
+                ("queue", q(), TEXT),
+                ("privilege", "'monitor'".into(), PRIVILEGE),
+            ],
+        ),
+        (
+            "jq_revoke",
+            vec![
+                ("role", "'pg_monitor'".into(), &["NULL"]),
+                ("queue", q(), TEXT),
+                ("privilege", "'monitor'".into(), PRIVILEGE),
+            ],
+        ),
         ("jq_has_right", vec![("queue_name", q(), TEXT), ("privilege", "'consume'".into(), PRIVILEGE)]),
         ("jq_backoff", vec![("queue_name", q(), TEXT), ("attempt", "1".into(), INT)]),
     ]
@@ -116,7 +198,9 @@ fn every_argument_is_refused_cleanly_or_accepted() {
                 let call = arguments
                     .iter()
                     .enumerate()
-                    .map(|(j, (name, valid, _))| format!("{name} => {}", if i == j { value.to_string() } else { valid.clone() }))
+                    .map(|(j, (name, valid, _))| {
+                        format!("{name} => {}", if i == j { value.to_string() } else { valid.clone() })
+                    })
                     .collect::<Vec<_>>()
                     .join(", ");
                 let sql = format!("SELECT * FROM {function}({call})");

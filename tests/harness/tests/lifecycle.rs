@@ -3,18 +3,11 @@
 use std::collections::{HashMap, HashSet};
 use std::thread;
 
+use jq_harness::client::{claim, row_text};
 use jq_harness::{wait_until, Client, Cluster};
 
 const JOBS: i64 = 2000;
 const CLAIMERS: usize = 8;
-
-/// Claims one job; returns (id, lease_token).
-fn claim(client: &mut Client, queue: &str, worker: &str, lease: &str) -> Option<(i64, i64)> {
-    client
-        .query_opt("SELECT id, lease_token FROM jq_claim($1, $2, $3::text::interval)", &[&queue, &worker, &lease])
-        .unwrap()
-        .map(|row| (row.get(0), row.get(1)))
-}
 
 fn guarded(client: &mut Client, verb: &str, id: i64, worker: &str, token: i64) -> bool {
     let sql = match verb {
@@ -24,10 +17,6 @@ fn guarded(client: &mut Client, verb: &str, id: i64, worker: &str, token: i64) -
         _ => unreachable!(),
     };
     client.query_one(sql, &[&id, &worker, &token]).unwrap().get(0)
-}
-
-fn row_text(client: &mut Client, id: i64) -> String {
-    client.query_one("SELECT j::text FROM jq_jobs j WHERE id = $1", &[&id]).unwrap().get(0)
 }
 
 /// Eight workers, half claiming one job at a time and half in batches of 5, drain 2,000 jobs: no
@@ -55,7 +44,10 @@ fn eight_claimers_drain_the_queue_and_each_grant_is_unique() {
                 let (mut grants, mut completions) = (Vec::new(), Vec::new());
                 loop {
                     let rows = client
-                        .query("SELECT id, lease_token FROM jq_claim('drain', $1, interval '30 s', $2)", &[&worker, &batch])
+                        .query(
+                            "SELECT id, lease_token FROM jq_claim('drain', $1, interval '30 s', $2)",
+                            &[&worker, &batch],
+                        )
                         .unwrap();
                     if rows.is_empty() {
                         return (grants, completions);

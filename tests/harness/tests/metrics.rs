@@ -3,16 +3,14 @@
 
 use std::process::Command;
 
+use jq_harness::client::claim;
 use jq_harness::{text_rows, Client, Cluster};
 use postgres::error::SqlState;
 use postgres::NoTls;
 
 /// Preloaded, with nothing that reaps on its own: the script below says when leases expire.
-const SCRIPTED: [&str; 3] = [
-    "shared_preload_libraries = 'pg_jobqueue'",
-    "pg_jobqueue.reaper_enabled = off",
-    "pg_jobqueue.inline_reap_max = 0",
-];
+const SCRIPTED: [&str; 3] =
+    ["shared_preload_libraries = 'pg_jobqueue'", "pg_jobqueue.reaper_enabled = off", "pg_jobqueue.inline_reap_max = 0"];
 
 fn counters(client: &mut Client, queue: &str) -> Vec<i64> {
     let row = client
@@ -26,13 +24,6 @@ fn counters(client: &mut Client, queue: &str) -> Vec<i64> {
     (0..9).map(|i| row.get(i)).collect()
 }
 
-fn claim(client: &mut Client, queue: &str, lease: &str) -> (i64, i64) {
-    let row = client
-        .query_one("SELECT id, lease_token FROM jq_claim($1, 'w', $2::text::interval)", &[&queue, &lease])
-        .unwrap();
-    (row.get(0), row.get(1))
-}
-
 fn call_bool(client: &mut Client, sql: &str, id: i64, token: i64) -> bool {
     client.query_one(sql, &[&id, &token]).unwrap().get(0)
 }
@@ -43,10 +34,10 @@ fn counters_move_exactly_as_a_scripted_sequence_says() {
     let mut c = cluster.connect();
     c.batch_execute("SELECT jq_enqueue_batch('ops', array_fill('{}'::jsonb, ARRAY[6]))").unwrap();
 
-    let (a, ta) = claim(&mut c, "ops", "1 min");
-    let (b, tb) = claim(&mut c, "ops", "1 min");
-    let (d, td) = claim(&mut c, "ops", "1 min");
-    let (e, te) = claim(&mut c, "ops", "1 min");
+    let (a, ta) = claim(&mut c, "ops", "w", "1 min").unwrap();
+    let (b, tb) = claim(&mut c, "ops", "w", "1 min").unwrap();
+    let (d, td) = claim(&mut c, "ops", "w", "1 min").unwrap();
+    let (e, te) = claim(&mut c, "ops", "w", "1 min").unwrap();
     assert!(call_bool(&mut c, "SELECT jq_complete($1, 'w', $2)", a, ta));
     assert!(!call_bool(&mut c, "SELECT jq_complete($1, 'w', $2)", a, ta), "a second completion");
     assert!(call_bool(&mut c, "SELECT jq_fail($1, 'w', $2, 'TIMEOUT')", b, tb));
@@ -57,12 +48,17 @@ fn counters_move_exactly_as_a_scripted_sequence_says() {
     // A claim that rolls back counts nothing.
     c.batch_execute("BEGIN; SELECT count(*) FROM jq_claim('ops', 'w'); ROLLBACK").unwrap();
     // A lease that expires and is reaped: an expiration, and a retry.
-    let (_, _) = claim(&mut c, "ops", "100 ms");
+    let (_, _) = claim(&mut c, "ops", "w", "100 ms").unwrap();
     std::thread::sleep(std::time::Duration::from_millis(200));
     assert_eq!(c.query_one("SELECT jq_reap()", &[]).unwrap().get::<_, i32>(0), 1);
     // A batch completion of one current and one stale lease.
-    let (f, tf) = claim(&mut c, "ops", "1 min");
-    let done = c.query("SELECT id FROM jq_complete_batch(ARRAY[$1::bigint, $2::bigint], 'w', ARRAY[$3::bigint, $4::bigint])", &[&f, &a, &tf, &ta]).unwrap();
+    let (f, tf) = claim(&mut c, "ops", "w", "1 min").unwrap();
+    let done = c
+        .query(
+            "SELECT id FROM jq_complete_batch(ARRAY[$1::bigint, $2::bigint], 'w', ARRAY[$3::bigint, $4::bigint])",
+            &[&f, &a, &tf, &ta],
+        )
+        .unwrap();
     assert_eq!(done.len(), 1);
 
     // claims, completions, failures, retries, deaths, expirations, stale completions, stale
@@ -77,8 +73,59 @@ fn counters_move_exactly_as_a_scripted_sequence_says() {
 
     c.batch_execute("SELECT jq_stats_reset()").unwrap();
     assert_eq!(counters(&mut c, "ops"), vec![0; 9]);
-    let since: bool = c.query_one("SELECT counted_since > now() - interval '1 minute' FROM jq_queue_counters() LIMIT 1", &[]).unwrap().get(0);
+    let since: bool = c
+        .query_one("SELECT counted_since > now() - interval '1 minute' FROM jq_queue_counters() LIMIT 1", &[])
+        .unwrap()
+        .get(0);
     assert!(since, "the reset time moved");
+}
+
+/// The counters tell what committed, and a transaction commits without what its rolled-back
+/// savepoints and PL/pgSQL exception blocks did.
+#[test]
+fn what_a_rolled_back_savepoint_did_is_not_counted() {
+    let cluster = Cluster::start_with(&SCRIPTED);
+    let mut c = cluster.connect();
+    c.batch_execute("SELECT jq_enqueue_batch('sub', array_fill('{}'::jsonb, ARRAY[4]))").unwrap();
+
+    c.batch_execute("BEGIN; SAVEPOINT a; SELECT count(*) FROM jq_claim('sub', 'w'); ROLLBACK TO a; COMMIT").unwrap();
+    // A released savepoint inside one that rolls back goes with it.
+    c.batch_execute(
+        "BEGIN; SAVEPOINT a; SAVEPOINT b; SELECT count(*) FROM jq_claim('sub', 'w'); RELEASE b; ROLLBACK TO a; COMMIT",
+    )
+    .unwrap();
+    c.batch_execute(
+        "DO $$ BEGIN BEGIN PERFORM jq_claim('sub', 'w'); RAISE EXCEPTION 'undo';
+         EXCEPTION WHEN raise_exception THEN NULL; END; END $$",
+    )
+    .unwrap();
+    // Nothing committed, so the queue is not even listed.
+    let listed = c.query_opt("SELECT 1 FROM jq_queue_counters() WHERE queue_name = 'sub'", &[]).unwrap();
+    assert!(listed.is_none(), "rolled-back claims were counted: {:?}", counters(&mut c, "sub"));
+
+    // A released savepoint counts with its transaction.
+    c.batch_execute("BEGIN; SAVEPOINT a; SELECT count(*) FROM jq_claim('sub', 'w'); RELEASE a; COMMIT").unwrap();
+    let (id, token): (i64, i64) = {
+        let row = c.query_one("SELECT id, lease_token FROM jq_jobs WHERE status = 'running'", &[]).unwrap();
+        (row.get(0), row.get(1))
+    };
+    let undone = [
+        "SELECT jq_complete($1, 'w', $2)",
+        "SELECT jq_fail($1, 'w', $2, 'E')",
+        "SELECT jq_fail($1, 'w', $2, 'E', retryable => false)",
+        "SELECT jq_heartbeat($1, 'w', $2::bigint + 1)",
+        "SELECT jq_cancel($1) WHERE $2::bigint IS NOT NULL",
+    ];
+    for call in undone {
+        let mut tx = c.transaction().unwrap();
+        let mut savepoint = tx.savepoint("s").unwrap();
+        savepoint.query(call, &[&id, &token]).unwrap();
+        savepoint.rollback().unwrap();
+        tx.commit().unwrap();
+    }
+    assert_eq!(counters(&mut c, "sub"), vec![1, 0, 0, 0, 0, 0, 0, 0, 0], "{undone:?} were counted");
+    assert!(call_bool(&mut c, "SELECT jq_complete($1, 'w', $2)", id, token));
+    assert_eq!(counters(&mut c, "sub"), vec![1, 1, 0, 0, 0, 0, 0, 0, 0]);
 }
 
 #[test]
@@ -137,7 +184,11 @@ for family in text_string_to_metric_families(sys.stdin.read()):
     use std::io::Write;
     child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "the parser refused the exposition: {}\n{text}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "the parser refused the exposition: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap().lines().map(str::to_owned).collect()
 }
 
@@ -189,7 +240,8 @@ fn a_monitoring_role_reads_metrics_and_nothing_else() {
         )
         .unwrap();
     let mut watcher =
-        Client::connect(&format!("host=127.0.0.1 port={} user=watcher dbname=postgres", cluster.port()), NoTls).unwrap();
+        Client::connect(&format!("host=127.0.0.1 port={} user=watcher dbname=postgres", cluster.port()), NoTls)
+            .unwrap();
     for readable in [
         "SELECT jq_metrics()",
         "SELECT * FROM jq_queue_stats",

@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use jq_harness::client::status;
 use jq_harness::{wait_until, wait_until_within, Client, Cluster};
 
 const PRELOADED: &str = "shared_preload_libraries = 'pg_jobqueue'";
@@ -14,10 +15,6 @@ const FAST_REAPER: &str = "pg_jobqueue.reaper_interval = '200ms'";
 fn abandon_a_job(client: &mut Client, queue: &str) -> i64 {
     client.query_one("SELECT jq_enqueue($1, '{}')", &[&queue]).unwrap();
     client.query_one("SELECT id FROM jq_claim($1, 'crashed-worker', interval '1 second')", &[&queue]).unwrap().get(0)
-}
-
-fn status(client: &mut Client, id: i64) -> String {
-    client.query_one("SELECT status::text FROM jq_jobs WHERE id = $1", &[&id]).unwrap().get(0)
 }
 
 fn reaper_pid(client: &mut Client) -> Option<i32> {
@@ -51,7 +48,10 @@ fn the_background_reaper_reaps_with_nobody_calling_jq_reap() {
     let id = abandon_a_job(&mut client, "bg");
     wait_until("the background reaper has reaped the lease", || status(&mut client, id) != "running");
     assert_eq!(status(&mut client, id), "pending");
-    println!("background reaper (interval 200 ms): lease reaped {:.3} s after it expired", reap_latency(&mut client, id));
+    println!(
+        "background reaper (interval 200 ms): lease reaped {:.3} s after it expired",
+        reap_latency(&mut client, id)
+    );
 
     let old: i64 = client.query_one("SELECT jq_enqueue('bg', '{}', priority => 9)", &[]).unwrap().get(0);
     let token: i64 = client.query_one("SELECT lease_token FROM jq_claim('bg', 'w')", &[]).unwrap().get(0);
@@ -132,7 +132,10 @@ fn with_no_reaper_a_second_workers_claims_recover_the_job() {
     assert_eq!(token, 2);
     let done: bool = client.query_one("SELECT jq_complete($1, 'second-worker', 2)", &[&id]).unwrap().get(0);
     assert!(done);
-    println!("inline recovery: job reclaimed {:.2} s after it was abandoned with a 1 s lease", started.elapsed().as_secs_f64());
+    println!(
+        "inline recovery: job reclaimed {:.2} s after it was abandoned with a 1 s lease",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 /// pg_cron (Debian's 1.4.2 runs a job at most once a minute) schedules jq_reap() and jq_prune().

@@ -1,24 +1,14 @@
 //! Safe to deploy (README, "Security"): nothing another role creates runs inside a jq_* function or
 //! the reaper, rights are per queue, and nothing one job, setting or role does stops the queue.
 
+use jq_harness::client::{connect_as, sqlstate};
 use jq_harness::{wait_until, Client, Cluster};
-use postgres::NoTls;
 
 const PRELOADED: [&str; 3] = [
     "shared_preload_libraries = 'pg_jobqueue'",
     "pg_jobqueue.reaper_databases = 'postgres, hijack, poison, other'",
     "pg_jobqueue.reaper_interval = 100",
 ];
-
-fn connect(cluster: &Cluster, database: &str, user: &str) -> Client {
-    let dsn = cluster.dsn().replace("dbname=postgres", &format!("dbname={database}")).replace("user=postgres", &format!("user={user}"));
-    Client::connect(&dsn, NoTls).unwrap_or_else(|e| panic!("connect to {database} as {user}: {e}"))
-}
-
-/// The SQLSTATE of a failed statement, or None if it succeeded.
-fn sqlstate(client: &mut Client, sql: &str) -> Option<String> {
-    client.batch_execute(sql).err().map(|e| e.code().map(|c| c.code().to_owned()).unwrap_or_else(|| format!("no SQLSTATE: {e}")))
-}
 
 /// Look-alike operators and functions for every type and function the extension's queries use:
 /// each one logs that it ran and tries to make its creator a superuser, then does what the real
@@ -92,7 +82,9 @@ fn call_everything(client: &mut Client) {
     client.query("SELECT jq_heartbeat($1, 'w', $2)", &[&ids[0], &tokens[0]]).unwrap();
     client.query("SELECT jq_fail($1, 'w', $2, 'E', retryable => false)", &[&ids[0], &tokens[0]]).unwrap();
     client.query("SELECT jq_complete($1, 'w', $2)", &[&ids[1], &tokens[1]]).unwrap();
-    client.query("SELECT * FROM jq_complete_batch(ARRAY[$1::bigint], 'w', ARRAY[$2::bigint])", &[&ids[2], &tokens[2]]).unwrap();
+    client
+        .query("SELECT * FROM jq_complete_batch(ARRAY[$1::bigint], 'w', ARRAY[$2::bigint])", &[&ids[2], &tokens[2]])
+        .unwrap();
     client.query("SELECT jq_retry($1)", &[&ids[0]]).unwrap();
     client.query("SELECT jq_cancel($1)", &[&ids[0]]).unwrap();
     client
@@ -112,26 +104,35 @@ fn call_everything(client: &mut Client) {
 /// `creator` plants the hooks in `public` (where the extension is), then the reaper, a superuser
 /// and a monitoring role use the queue. No hook runs and the creator gains nothing.
 fn no_hook_runs(cluster: &Cluster, database: &str, creator: &str) {
-    let mut creator_client = connect(cluster, database, creator);
+    let mut creator_client = connect_as(cluster, database, creator);
     creator_client.batch_execute(&HOOKS.replace("CREATOR", creator)).unwrap();
 
-    let mut admin = connect(cluster, database, "postgres");
+    let mut admin = connect_as(cluster, database, "postgres");
     call_everything(&mut admin);
     // The reaper: an expired lease with a long backoff, reaped by the background worker.
     admin.batch_execute("SELECT jq_enqueue('mail', '{}')").unwrap();
     let id: i64 = admin.query_one("SELECT id FROM jq_claim('mail', 'w', '100 ms')", &[]).unwrap().get(0);
     wait_until("the reaper reaped the lease", || {
-        admin.query_one("SELECT status::text FROM jq_jobs WHERE id = $1", &[&id]).unwrap().get::<_, String>(0) == "pending"
+        admin.query_one("SELECT status::text FROM jq_jobs WHERE id = $1", &[&id]).unwrap().get::<_, String>(0)
+            == "pending"
     });
-    let mut monitor = connect(cluster, database, "watcher");
+    let mut monitor = connect_as(cluster, database, "watcher");
     monitor.batch_execute("SELECT * FROM jq_queue_stats; SELECT * FROM jq_queue_health; SELECT jq_metrics()").unwrap();
 
-    let ran: Vec<String> = admin.query("SELECT hook || ' as ' || by_role FROM public.hook_log", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    let ran: Vec<String> = admin
+        .query("SELECT hook || ' as ' || by_role FROM public.hook_log", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
     assert!(ran.is_empty(), "hooks ran inside pg_jobqueue: {ran:?}");
-    let superuser: bool = admin.query_one("SELECT rolsuper FROM pg_roles WHERE rolname = $1", &[&creator]).unwrap().get(0);
+    let superuser: bool =
+        admin.query_one("SELECT rolsuper FROM pg_roles WHERE rolname = $1", &[&creator]).unwrap().get(0);
     assert!(!superuser, "{creator} became a superuser");
     // The hooks are live: a query that does not qualify the operator on jq_status picks one.
-    admin.batch_execute("SET search_path = public, pg_catalog; SELECT count(*) FROM jq_jobs WHERE status = 'pending'").unwrap();
+    admin
+        .batch_execute("SET search_path = public, pg_catalog; SELECT count(*) FROM jq_jobs WHERE status = 'pending'")
+        .unwrap();
     let caught: i64 = admin.query_one("SELECT count(*) FROM public.hook_log", &[]).unwrap().get(0);
     assert!(caught > 0, "the look-alike operators would not have been picked by anything");
     admin.batch_execute(&format!("ALTER ROLE {creator} NOSUPERUSER; RESET search_path")).unwrap();
@@ -151,11 +152,11 @@ fn look_alike_operators_and_functions_never_run_inside_the_queue() {
     // The launcher looks for a database that did not exist at start only once a minute.
     cluster.crash_and_restart();
     // A non-superuser database owner may create objects in its database's public schema.
-    connect(&cluster, "hijack", "postgres").batch_execute("CREATE EXTENSION pg_jobqueue").unwrap();
+    connect_as(&cluster, "hijack", "postgres").batch_execute("CREATE EXTENSION pg_jobqueue").unwrap();
     no_hook_runs(&cluster, "hijack", "dbowner");
     // A database whose public is writable by everyone, as clusters from PostgreSQL 14 and older are:
     // a role with no grants at all.
-    let mut other = connect(&cluster, "other", "postgres");
+    let mut other = connect_as(&cluster, "other", "postgres");
     other.batch_execute("GRANT CREATE ON SCHEMA public TO PUBLIC; CREATE EXTENSION pg_jobqueue").unwrap();
     no_hook_runs(&cluster, "other", "nobody");
 }
@@ -177,10 +178,20 @@ fn every_function_and_view_checks_the_callers_right_on_the_queue() {
     let mut jobs = std::collections::HashMap::new();
     for q in ["qa", "qb"] {
         owner.batch_execute(&format!("SELECT jq_enqueue_batch('{q}', array_fill('{{}}'::jsonb, ARRAY[3]))")).unwrap();
-        let running = owner.query_one(&format!("SELECT id, lease_token FROM jq_claim('{q}', 'w', '1 hour')"), &[]).unwrap();
-        let dead = owner.query_one(&format!("SELECT id, lease_token FROM jq_claim('{q}', 'w', '1 hour')"), &[]).unwrap();
-        owner.query("SELECT jq_fail($1, 'w', $2, 'E', retryable => false)", &[&dead.get::<_, i64>(0), &dead.get::<_, i64>(1)]).unwrap();
-        let pending: i64 = owner.query_one(&format!("SELECT id FROM jq_jobs WHERE queue_name = '{q}' AND status = 'pending'"), &[]).unwrap().get(0);
+        let running =
+            owner.query_one(&format!("SELECT id, lease_token FROM jq_claim('{q}', 'w', '1 hour')"), &[]).unwrap();
+        let dead =
+            owner.query_one(&format!("SELECT id, lease_token FROM jq_claim('{q}', 'w', '1 hour')"), &[]).unwrap();
+        owner
+            .query(
+                "SELECT jq_fail($1, 'w', $2, 'E', retryable => false)",
+                &[&dead.get::<_, i64>(0), &dead.get::<_, i64>(1)],
+            )
+            .unwrap();
+        let pending: i64 = owner
+            .query_one(&format!("SELECT id FROM jq_jobs WHERE queue_name = '{q}' AND status = 'pending'"), &[])
+            .unwrap()
+            .get(0);
         jobs.insert(q, (running.get::<_, i64>(0), running.get::<_, i64>(1), dead.get::<_, i64>(0), pending));
     }
     // (call, the privilege it needs on the queue; "owner": only the owner; "see": any right, or pg_monitor)
@@ -219,7 +230,7 @@ fn every_function_and_view_checks_the_callers_right_on_the_queue() {
     ];
     let mut wrong = Vec::new();
     for (role, holds) in roles {
-        let mut client = connect(&cluster, "postgres", role);
+        let mut client = connect_as(&cluster, "postgres", role);
         for q in ["qa", "qb"] {
             let (running, token, dead, pending) = jobs[q];
             for (template, needs) in calls {
@@ -248,14 +259,17 @@ fn every_function_and_view_checks_the_callers_right_on_the_queue() {
                     }
                 };
                 if refused == allowed {
-                    wrong.push(format!("{role} on {q}: {sql}: {}", if allowed { "refused, should be allowed" } else { "allowed, should be refused" }));
+                    wrong.push(format!(
+                        "{role} on {q}: {sql}: {}",
+                        if allowed { "refused, should be allowed" } else { "allowed, should be refused" }
+                    ));
                 }
             }
         }
     }
     assert!(wrong.is_empty(), "the privilege matrix is wrong in {} cells:\n{}", wrong.len(), wrong.join("\n"));
     // The tables are the owner's alone.
-    let mut consumer = connect(&cluster, "postgres", "r_consume");
+    let mut consumer = connect_as(&cluster, "postgres", "r_consume");
     for table in ["jq_jobs", "jq_queues", "jq_job_events", "jq_grants"] {
         assert_eq!(sqlstate(&mut consumer, &format!("SELECT * FROM {table}")).as_deref(), Some("42501"), "{table}");
     }
@@ -271,8 +285,12 @@ fn a_prefix_pattern_covers_the_queues_it_names_and_a_revoke_takes_it_back() {
              SELECT jq_grant('team', 'billing.*', 'enqueue'); SELECT jq_grant('team', 'audit', 'enqueue');",
         )
         .unwrap();
-    let mut member = connect(&cluster, "postgres", "member");
-    assert_eq!(sqlstate(&mut member, "SELECT jq_enqueue('billing.invoices', '{}')"), None, "a member inherits its role's right");
+    let mut member = connect_as(&cluster, "postgres", "member");
+    assert_eq!(
+        sqlstate(&mut member, "SELECT jq_enqueue('billing.invoices', '{}')"),
+        None,
+        "a member inherits its role's right"
+    );
     assert_eq!(sqlstate(&mut member, "SELECT jq_enqueue('billing', '{}')").as_deref(), Some("42501"));
     assert_eq!(sqlstate(&mut member, "SELECT jq_enqueue('payroll', '{}')").as_deref(), Some("42501"));
     assert!(owner.query_one("SELECT jq_revoke('team', 'billing.*', 'enqueue')", &[]).unwrap().get::<_, bool>(0));
@@ -294,7 +312,7 @@ fn backoff_cannot_overflow_and_one_bad_row_does_not_stop_the_reaper() {
     let mut admin = cluster.connect();
     admin.batch_execute("CREATE DATABASE poison").unwrap();
     cluster.crash_and_restart();
-    let mut c = connect(&cluster, "poison", "postgres");
+    let mut c = connect_as(&cluster, "poison", "postgres");
     c.batch_execute("CREATE EXTENSION pg_jobqueue").unwrap();
     // Every base up to the limit, every attempt up to 60, at most the cap.
     for base in ["1 second", "1 hour", "1 day", "30 days", "100 years"] {
@@ -323,8 +341,12 @@ fn backoff_cannot_overflow_and_one_bad_row_does_not_stop_the_reaper() {
     ))
     .unwrap();
     let good: i64 = c.query_one("SELECT id FROM jq_claim('good', 'w', '300 ms')", &[]).unwrap().get(0);
-    let status = |c: &mut Client, id: i64| -> String { c.query_one("SELECT status::text FROM jq_jobs WHERE id = $1", &[&id]).unwrap().get(0) };
-    wait_until("the reaper reaped the good queue's lease", || status(&mut c, good) == "pending" && status(&mut c, slow) == "pending");
+    let status = |c: &mut Client, id: i64| -> String {
+        c.query_one("SELECT status::text FROM jq_jobs WHERE id = $1", &[&id]).unwrap().get(0)
+    };
+    wait_until("the reaper reaped the good queue's lease", || {
+        status(&mut c, good) == "pending" && status(&mut c, slow) == "pending"
+    });
     assert_eq!(status(&mut c, bad), "running", "the bad row cannot change");
     let warnings = cluster.log().matches(&format!("expired lease of job {bad} could not be reaped")).count();
     assert_eq!(warnings, 1, "the bad row is logged once");
@@ -341,21 +363,21 @@ fn a_stranger_listening_changes_nothing_for_producers() {
     owner
         .batch_execute("CREATE ROLE producer LOGIN; CREATE ROLE stranger LOGIN; SELECT jq_grant('producer', 'emails', 'enqueue'); SELECT jq_configure('emails', '{}')")
         .unwrap();
-    let mut stranger = connect(&cluster, "postgres", "stranger");
+    let mut stranger = connect_as(&cluster, "postgres", "stranger");
     stranger.batch_execute("LISTEN \"jq_emails\"").unwrap();
-    let mut producer = connect(&cluster, "postgres", "producer");
+    let mut producer = connect_as(&cluster, "postgres", "producer");
     producer.batch_execute("SELECT jq_enqueue('emails', '{}')").unwrap();
     // The stranger's LISTEN did not switch NOTIFY on: nobody with a right listens.
     stranger.batch_execute("SELECT 1").unwrap();
     assert_eq!(stranger.notifications().len(), 0, "the stranger heard an enqueue");
     // A consumer's LISTEN does.
     owner.batch_execute("CREATE ROLE consumer LOGIN; SELECT jq_grant('consumer', 'emails', 'consume')").unwrap();
-    let mut consumer = connect(&cluster, "postgres", "consumer");
+    let mut consumer = connect_as(&cluster, "postgres", "consumer");
     consumer.batch_execute("LISTEN \"jq_emails\"").unwrap();
     producer.batch_execute("SELECT jq_enqueue('emails', '{}')").unwrap();
     wait_until("the consumer heard the enqueue", || {
         consumer.batch_execute("SELECT 1").unwrap();
-        consumer.notifications().len() > 0
+        !consumer.notifications().is_empty()
     });
 }
 
@@ -364,12 +386,14 @@ fn queues_of_the_same_name_in_two_databases_are_counted_apart() {
     let cluster = Cluster::start_with(&PRELOADED[..1]);
     let mut admin = cluster.connect();
     admin.batch_execute("CREATE DATABASE second").unwrap();
-    let mut second = connect(&cluster, "second", "postgres");
+    let mut second = connect_as(&cluster, "second", "postgres");
     second.batch_execute("CREATE EXTENSION pg_jobqueue").unwrap();
     for (client, n) in [(&mut admin, 3), (&mut second, 5)] {
         client.batch_execute(&format!("SELECT jq_enqueue_batch('emails', array_fill('{{}}'::jsonb, ARRAY[{n}])); SELECT count(*) FROM jq_claim('emails', 'w', batch_size => {n})")).unwrap();
     }
-    let claims = |c: &mut Client| -> i64 { c.query_one("SELECT claims FROM jq_queue_counters() WHERE queue_name = 'emails'", &[]).unwrap().get(0) };
+    let claims = |c: &mut Client| -> i64 {
+        c.query_one("SELECT claims FROM jq_queue_counters() WHERE queue_name = 'emails'", &[]).unwrap().get(0)
+    };
     assert_eq!(claims(&mut admin), 3);
     assert_eq!(claims(&mut second), 5);
     // A reset in one database leaves the other's figures alone.
@@ -380,7 +404,10 @@ fn queues_of_the_same_name_in_two_databases_are_counted_apart() {
 
 #[test]
 fn a_missing_database_is_logged_once_and_the_others_are_reaped() {
-    let cluster = Cluster::start_with(&["shared_preload_libraries = 'pg_jobqueue'", "pg_jobqueue.reaper_databases = 'nosuchdb, postgres'"]);
+    let cluster = Cluster::start_with(&[
+        "shared_preload_libraries = 'pg_jobqueue'",
+        "pg_jobqueue.reaper_databases = 'nosuchdb, postgres'",
+    ]);
     let mut c = cluster.connect();
     c.batch_execute("SELECT jq_enqueue('q', '{}')").unwrap();
     let id: i64 = c.query_one("SELECT id FROM jq_claim('q', 'w', '100 ms')", &[]).unwrap().get(0);
@@ -389,7 +416,11 @@ fn a_missing_database_is_logged_once_and_the_others_are_reaped() {
     });
     std::thread::sleep(std::time::Duration::from_secs(3));
     let log = cluster.log();
-    assert_eq!(log.matches("database \"nosuchdb\" does not exist").count(), 1, "logged once, not once a second:\n{log}");
+    assert_eq!(
+        log.matches("database \"nosuchdb\" does not exist").count(),
+        1,
+        "logged once, not once a second:\n{log}"
+    );
 }
 
 #[test]
@@ -412,10 +443,14 @@ fn the_reaper_runs_as_the_configured_role_and_waits_for_its_right() {
     c.batch_execute("SELECT jq_enqueue('q', '{}')").unwrap();
     let id: i64 = c.query_one("SELECT id FROM jq_claim('q', 'w', '100 ms')", &[]).unwrap().get(0);
     wait_until("the reaper said it may not reap", || cluster.log().contains("may not EXECUTE jq_reap()"));
-    let status = |c: &mut Client| -> String { c.query_one("SELECT status::text FROM jq_jobs WHERE id = $1", &[&id]).unwrap().get(0) };
+    let status = |c: &mut Client| -> String {
+        c.query_one("SELECT status::text FROM jq_jobs WHERE id = $1", &[&id]).unwrap().get(0)
+    };
     assert_eq!(status(&mut c), "running", "a reaper without the right reaps nothing");
     c.batch_execute("GRANT EXECUTE ON FUNCTION jq_reap(int), jq_prune(int) TO reaper").unwrap();
     // It looks again within a minute.
-    jq_harness::wait_until_within("the reaper reaped once it may", std::time::Duration::from_secs(90), || status(&mut c) == "pending");
+    jq_harness::wait_until_within("the reaper reaped once it may", std::time::Duration::from_secs(90), || {
+        status(&mut c) == "pending"
+    });
     assert_eq!(cluster.log().matches("may not EXECUTE jq_reap()").count(), 1, "logged once");
 }

@@ -17,11 +17,17 @@ const RUN_LOG: &str = "CREATE TABLE run_log (seq bigserial PRIMARY KEY, job_id b
 fn logging_worker(mut client: Client, queue: &'static str, worker: String, work: Duration) {
     loop {
         let claimed = client
-            .query_opt("SELECT id, payload->>'key', lease_token FROM jq_claim($1, $2, interval '1 minute')", &[&queue, &worker])
+            .query_opt(
+                "SELECT id, payload->>'key', lease_token FROM jq_claim($1, $2, interval '1 minute')",
+                &[&queue, &worker],
+            )
             .unwrap();
         let Some(row) = claimed else {
             let live: bool = client
-                .query_one("SELECT EXISTS (SELECT 1 FROM jq_jobs WHERE queue_name = $1 AND status IN ('pending', 'running'))", &[&queue])
+                .query_one(
+                    "SELECT EXISTS (SELECT 1 FROM jq_jobs WHERE queue_name = $1 AND status IN ('pending', 'running'))",
+                    &[&queue],
+                )
                 .unwrap()
                 .get(0);
             if !live {
@@ -73,7 +79,12 @@ fn concurrent_enqueues_of_one_dedup_key_make_one_job() {
             let mut client = cluster.connect();
             thread::spawn(move || {
                 (0..50)
-                    .map(|_| client.query_one("SELECT jq_enqueue('d', '{}', dedup_key => 'same')", &[]).unwrap().get::<_, i64>(0))
+                    .map(|_| {
+                        client
+                            .query_one("SELECT jq_enqueue('d', '{}', dedup_key => 'same')", &[])
+                            .unwrap()
+                            .get::<_, i64>(0)
+                    })
                     .collect::<Vec<i64>>()
             })
         })
@@ -102,7 +113,10 @@ fn a_dedup_enqueue_waits_for_an_uncommitted_one_and_returns_its_id() {
         });
         wait_until("B waits on A's uncommitted insert", || {
             observer
-                .query_one("SELECT wait_event_type IS NOT DISTINCT FROM 'Lock' FROM pg_stat_activity WHERE pid = $1", &[&b_pid])
+                .query_one(
+                    "SELECT wait_event_type IS NOT DISTINCT FROM 'Lock' FROM pg_stat_activity WHERE pid = $1",
+                    &[&b_pid],
+                )
                 .unwrap()
                 .get(0)
         });
@@ -118,10 +132,8 @@ fn a_dedup_enqueue_waits_for_an_uncommitted_one_and_returns_its_id() {
         } else {
             assert_ne!(b_id, a_id, "A rolled back: B inserts its own job");
         }
-        let live: i64 = observer
-            .query_one("SELECT count(*) FROM jq_jobs WHERE dedup_key = $1", &[&key])
-            .unwrap()
-            .get(0);
+        let live: i64 =
+            observer.query_one("SELECT count(*) FROM jq_jobs WHERE dedup_key = $1", &[&key]).unwrap().get(0);
         assert_eq!(live, 1);
     }
 }
@@ -199,7 +211,8 @@ fn a_low_priority_job_is_not_starved_by_a_flood() {
              SELECT count(*) FROM jq_enqueue_batch('flood', array_fill('{}'::jsonb, ARRAY[200]), priority => 10)",
         )
         .unwrap();
-    let low: i64 = client.query_one("SELECT jq_enqueue('flood', '{\"low\": true}', priority => 0)", &[]).unwrap().get(0);
+    let low: i64 =
+        client.query_one("SELECT jq_enqueue('flood', '{\"low\": true}', priority => 0)", &[]).unwrap().get(0);
 
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
@@ -220,9 +233,12 @@ fn a_low_priority_job_is_not_starved_by_a_flood() {
         threads.push(thread::spawn(move || {
             let worker = format!("w{w}");
             while !stop.load(Ordering::Relaxed) {
-                let rows = c.query("SELECT id, lease_token FROM jq_claim('flood', $1, interval '1 minute')", &[&worker]).unwrap();
+                let rows = c
+                    .query("SELECT id, lease_token FROM jq_claim('flood', $1, interval '1 minute')", &[&worker])
+                    .unwrap();
                 for r in rows {
-                    c.query_one("SELECT jq_complete($1, $2, $3)", &[&r.get::<_, i64>(0), &worker, &r.get::<_, i64>(1)]).unwrap();
+                    c.query_one("SELECT jq_complete($1, $2, $3)", &[&r.get::<_, i64>(0), &worker, &r.get::<_, i64>(1)])
+                        .unwrap();
                 }
                 thread::sleep(Duration::from_millis(2));
             }

@@ -10,7 +10,10 @@ fn an_upgrade_from_the_first_release_keeps_the_queue_and_matches_a_fresh_install
     let mut admin = cluster.connect();
     admin.batch_execute("CREATE DATABASE upgraded").unwrap();
     admin.batch_execute("CREATE DATABASE fresh").unwrap();
-    let connect = |db: &str| postgres::Client::connect(&cluster.dsn().replace("dbname=postgres", &format!("dbname={db}")), postgres::NoTls).unwrap();
+    let connect = |db: &str| {
+        postgres::Client::connect(&cluster.dsn().replace("dbname=postgres", &format!("dbname={db}")), postgres::NoTls)
+            .unwrap()
+    };
 
     let mut old = connect("upgraded");
     old.batch_execute("CREATE EXTENSION pg_jobqueue VERSION '0.1.0'").unwrap();
@@ -37,12 +40,12 @@ fn an_upgrade_from_the_first_release_keeps_the_queue_and_matches_a_fresh_install
     assert_ne!(installed, "0.1.0", "this test needs a version after the first release");
 
     // The lease taken before the upgrade is honoured after it, by a function the upgrade added.
-    let completed: Vec<i64> =
-        old.query("SELECT * FROM jq_complete_batch(ARRAY[$1::bigint], 'w', ARRAY[$2::bigint])", &[&id, &token])
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
+    let completed: Vec<i64> = old
+        .query("SELECT * FROM jq_complete_batch(ARRAY[$1::bigint], 'w', ARRAY[$2::bigint])", &[&id, &token])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
     assert_eq!(completed, vec![id]);
     let pending: i64 = old.query_one("SELECT count(*) FROM jq_jobs WHERE status = 'pending'", &[]).unwrap().get(0);
     assert_eq!(pending, 2, "the other jobs of the old version are still there");
@@ -50,7 +53,8 @@ fn an_upgrade_from_the_first_release_keeps_the_queue_and_matches_a_fresh_install
     let mut fresh = connect("fresh");
     fresh.batch_execute("CREATE EXTENSION pg_jobqueue").unwrap();
     let (upgraded, fresh) = (objects(&mut old), objects(&mut fresh));
-    let differences: Vec<_> = upgraded.iter().filter(|o| !fresh.contains(o)).chain(fresh.iter().filter(|o| !upgraded.contains(o))).collect();
+    let differences: Vec<_> =
+        upgraded.iter().filter(|o| !fresh.contains(o)).chain(fresh.iter().filter(|o| !upgraded.contains(o))).collect();
     assert!(differences.is_empty(), "the upgraded extension differs from a fresh install: {differences:#?}");
 }
 
@@ -108,7 +112,9 @@ fn an_upgrade_from_0_2_0_moves_table_rights_to_queue_rights_and_keeps_leases() {
     let mut admin = cluster.connect();
     admin.batch_execute("CREATE DATABASE upgraded").unwrap();
     admin.batch_execute("CREATE ROLE worker LOGIN").unwrap();
-    let dsn = |user: &str| cluster.dsn().replace("dbname=postgres", "dbname=upgraded").replace("user=postgres", &format!("user={user}"));
+    let dsn = |user: &str| {
+        cluster.dsn().replace("dbname=postgres", "dbname=upgraded").replace("user=postgres", &format!("user={user}"))
+    };
     let mut old = postgres::Client::connect(&dsn("postgres"), postgres::NoTls).unwrap();
     old.batch_execute(
         "CREATE EXTENSION pg_jobqueue VERSION '0.2.0';
@@ -131,7 +137,10 @@ fn an_upgrade_from_0_2_0_moves_table_rights_to_queue_rights_and_keeps_leases() {
 
     // A new session: the old one cached the 0.2.0 definitions' behaviour.
     let mut worker = postgres::Client::connect(&dsn("worker"), postgres::NoTls).unwrap();
-    assert!(worker.query_one("SELECT jq_complete($1, 'w', $2)", &[&id, &token]).unwrap().get::<_, bool>(0), "the lease from before");
+    assert!(
+        worker.query_one("SELECT jq_complete($1, 'w', $2)", &[&id, &token]).unwrap().get::<_, bool>(0),
+        "the lease from before"
+    );
     assert_eq!(worker.query("SELECT * FROM jq_claim('kept', 'w')", &[]).unwrap().len(), 1);
     let denied = worker.batch_execute("SELECT count(*) FROM jq_jobs").unwrap_err();
     assert_eq!(denied.code().map(|c| c.code()), Some("42501"), "no table right is left");

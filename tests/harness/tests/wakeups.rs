@@ -46,7 +46,9 @@ fn committed_enqueues_notify(cluster: &Cluster) {
     let mut producer = cluster.connect();
 
     producer
-        .batch_execute("BEGIN; SELECT jq_enqueue('mail', '{}'); SELECT jq_enqueue('sms', '{}'); ROLLBACK; NOTIFY marker")
+        .batch_execute(
+            "BEGIN; SELECT jq_enqueue('mail', '{}'); SELECT jq_enqueue('sms', '{}'); ROLLBACK; NOTIFY marker",
+        )
         .unwrap();
     assert_eq!(notifications_before_marker(&mut listener), vec![], "a rolled-back enqueue notified");
 
@@ -91,9 +93,7 @@ fn notify_switch(cluster: &Cluster) {
 
     // A new session reads the setting on its first enqueue into the queue.
     let mut producer = cluster.connect();
-    producer
-        .batch_execute("SELECT jq_enqueue('quiet', '{}'); SELECT jq_enqueue('loud', '{}'); NOTIFY marker")
-        .unwrap();
+    producer.batch_execute("SELECT jq_enqueue('quiet', '{}'); SELECT jq_enqueue('loud', '{}'); NOTIFY marker").unwrap();
     assert_eq!(notifications_before_marker(&mut listener), vec![("jq_loud".to_owned(), String::new())]);
 
     admin.batch_execute("UPDATE jq_queues SET notify = true WHERE queue_name = 'quiet'").unwrap();
@@ -128,6 +128,17 @@ fn listeners_come_and_go_and_the_next_one_is_still_notified() {
     // UNLISTEN rolled back: still listening.
     listener.batch_execute(r#"BEGIN; UNLISTEN "jq_come"; ROLLBACK"#).unwrap();
     assert_eq!(notified(&mut producer, &mut listener), expected);
+    // UNLISTEN in a savepoint rolled back, or in a PL/pgSQL block whose exception undid it: the
+    // transaction commits, but PostgreSQL keeps the session listening, and so must the count.
+    listener.batch_execute(r#"BEGIN; SAVEPOINT s; UNLISTEN "jq_come"; ROLLBACK TO s; COMMIT"#).unwrap();
+    assert_eq!(notified(&mut producer, &mut listener), expected, "after a rolled-back savepoint");
+    listener
+        .batch_execute(
+            r#"DO $$ BEGIN BEGIN UNLISTEN "jq_come"; RAISE EXCEPTION 'undo';
+               EXCEPTION WHEN raise_exception THEN NULL; END; END $$"#,
+        )
+        .unwrap();
+    assert_eq!(notified(&mut producer, &mut listener), expected, "after an exception block");
     // UNLISTEN, then LISTEN again; UNLISTEN *, then again; DISCARD ALL, then again.
     for stop in [r#"UNLISTEN "jq_come""#, "UNLISTEN *", "DISCARD ALL"] {
         listener.batch_execute(stop).unwrap();
@@ -140,14 +151,16 @@ fn listeners_come_and_go_and_the_next_one_is_still_notified() {
 }
 
 /// A session that runs one waiting claim on a thread; the result is its claimed job ids.
-fn waiting_claim(cluster: &Cluster, queue: &'static str, wait: &'static str) -> thread::JoinHandle<Result<Vec<i64>, postgres::Error>> {
+fn waiting_claim(
+    cluster: &Cluster,
+    queue: &'static str,
+    wait: &'static str,
+) -> thread::JoinHandle<Result<Vec<i64>, postgres::Error>> {
     let mut client = cluster.connect();
     client.batch_execute("SET application_name = 'waiter'; SET pg_jobqueue.wait_recheck = '1h'").unwrap();
     thread::spawn(move || {
-        let rows = client.query(
-            "SELECT id FROM jq_claim($1, 'waiter', wait => $2::text::interval)",
-            &[&queue, &wait],
-        )?;
+        let rows =
+            client.query("SELECT id FROM jq_claim($1, 'waiter', wait => $2::text::interval)", &[&queue, &wait])?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
     })
 }
@@ -190,6 +203,41 @@ fn a_waiting_claim_is_woken_by_a_commit_holding_no_snapshot_while_it_sleeps() {
     assert_eq!(claimed, vec![id]);
 }
 
+/// An enqueue whose savepoint rolls back wakes nobody, though its transaction commits; one whose
+/// savepoint is released does. To make a wake-up visible, a job is made due behind the waiter's
+/// back (an UPDATE wakes nobody): a woken waiter would claim it at once. The waiter is watched for
+/// two seconds after the rolled-back enqueue: long enough for any wake-up to show, and only a
+/// wake-up that should not have come can fail the test.
+#[test]
+fn an_enqueue_in_a_rolled_back_savepoint_wakes_no_waiting_claim() {
+    let cluster = Cluster::start_with(&[PRELOAD]);
+    let mut producer = cluster.connect();
+    let due: i64 = producer
+        .query_one("SELECT jq_enqueue('sub', '{}', run_at => clock_timestamp() + interval '1 hour')", &[])
+        .unwrap()
+        .get(0);
+    let waiter = waiting_claim(&cluster, "sub", "4 min");
+    sleeping_waiter(&mut producer);
+    producer.batch_execute("UPDATE jq_jobs SET available_at = now() WHERE queue_name = 'sub'").unwrap();
+
+    producer.batch_execute("BEGIN; SAVEPOINT s; SELECT jq_enqueue('sub', '{}'); ROLLBACK TO s; COMMIT").unwrap();
+    producer
+        .batch_execute(
+            "DO $$ BEGIN BEGIN PERFORM jq_enqueue('sub', '{}'); RAISE EXCEPTION 'undo';
+             EXCEPTION WHEN raise_exception THEN NULL; END; END $$",
+        )
+        .unwrap();
+    let watched = Instant::now();
+    while watched.elapsed() < Duration::from_secs(2) {
+        assert!(!waiter.is_finished(), "a rolled-back enqueue woke the waiting claim");
+        thread::sleep(Duration::from_millis(20));
+    }
+    sleeping_waiter(&mut producer);
+
+    producer.batch_execute("BEGIN; SAVEPOINT s; SELECT jq_enqueue('sub', '{}'); RELEASE s; COMMIT").unwrap();
+    assert_eq!(waiter.join().unwrap().unwrap(), vec![due], "a released savepoint's enqueue did not wake it");
+}
+
 #[test]
 fn a_waiting_claim_returns_no_rows_when_its_wait_ends() {
     let cluster = Cluster::start_with(&[PRELOAD]);
@@ -211,7 +259,9 @@ fn statement_timeout_and_cancellation_end_a_waiting_claim() {
     let waiter = waiting_claim(&cluster, "q", "4 min");
     let mut admin = cluster.connect();
     sleeping_waiter(&mut admin);
-    admin.batch_execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'waiter'").unwrap();
+    admin
+        .batch_execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'waiter'")
+        .unwrap();
     let error = waiter.join().unwrap().unwrap_err();
     assert_eq!(error.code(), Some(&SqlState::QUERY_CANCELED), "{error}");
 }
@@ -227,10 +277,8 @@ fn a_waiting_claim_takes_a_job_when_its_run_at_comes() {
     // No enqueue wakes it: it must wake itself when the job falls due (rechecks are an hour apart).
     let claimed = waiting_claim(&cluster, "later", "4 min").join().unwrap().unwrap();
     assert_eq!(claimed, vec![id]);
-    let on_time: bool = producer
-        .query_one("SELECT claimed_at >= available_at FROM jq_jobs WHERE id = $1", &[&id])
-        .unwrap()
-        .get(0);
+    let on_time: bool =
+        producer.query_one("SELECT claimed_at >= available_at FROM jq_jobs WHERE id = $1", &[&id]).unwrap().get(0);
     assert!(on_time, "claimed before its run_at");
 }
 
@@ -256,7 +304,8 @@ fn a_waiting_claim_of_a_full_limited_queue_sleeps_without_its_lock() {
     let mut waiter_client = cluster.connect();
     waiter_client.batch_execute("SET application_name = 'waiter'").unwrap();
     let waiter = thread::spawn(move || {
-        let rows = waiter_client.query("SELECT id FROM jq_claim('one', 'waiter', wait => interval '4 min')", &[]).unwrap();
+        let rows =
+            waiter_client.query("SELECT id FROM jq_claim('one', 'waiter', wait => interval '4 min')", &[]).unwrap();
         rows.iter().map(|r| r.get::<_, i64>(0)).collect::<Vec<_>>()
     });
     assert_eq!(sleeping_waiter(&mut admin), (true, true), "the sleeping claim holds an id or a snapshot");
@@ -297,11 +346,16 @@ fn with_every_listener_gone_polling_drains_the_queue() {
                 let worker = format!("poller-{w}");
                 let mut done = 0;
                 loop {
-                    let Some(row) = client.query_opt("SELECT id, lease_token FROM jq_claim('drain', $1)", &[&worker]).unwrap() else {
+                    let Some(row) =
+                        client.query_opt("SELECT id, lease_token FROM jq_claim('drain', $1)", &[&worker]).unwrap()
+                    else {
                         return done;
                     };
                     let (id, token): (i64, i64) = (row.get(0), row.get(1));
-                    assert!(client.query_one("SELECT jq_complete($1, $2, $3)", &[&id, &worker, &token]).unwrap().get::<_, bool>(0));
+                    assert!(client
+                        .query_one("SELECT jq_complete($1, $2, $3)", &[&id, &worker, &token])
+                        .unwrap()
+                        .get::<_, bool>(0));
                     done += 1;
                 }
             })
@@ -356,7 +410,8 @@ fn a_waiting_claim_inside_a_plpgsql_loop_keeps_the_loops_rows() {
         .unwrap();
     let mut client = cluster.connect();
     client.batch_execute("SET application_name = 'waiter'").unwrap();
-    let reader = thread::spawn(move || client.query_one("SELECT read_all_waiting_once()", &[]).map(|r| r.get::<_, i32>(0)));
+    let reader =
+        thread::spawn(move || client.query_one("SELECT read_all_waiting_once()", &[]).map(|r| r.get::<_, i32>(0)));
     let (xmin_released, _) = sleeping_waiter(&mut other);
     assert!(!xmin_released, "the claim released a horizon its caller's cursor still needs");
     other.batch_execute("DELETE FROM rows_to_read").unwrap();
