@@ -13,7 +13,7 @@ SUDO := sudo
 endif
 EXTENSION_DIR = $(shell $(PG_CONFIG) --sharedir)/extension
 
-.PHONY: all setup build install install-release test test-unit test-regress test-isolation test-integration demo soak bench bench-quick bench-claim bench-reap clean
+.PHONY: all setup build install install-release lint test test-unit test-regress test-isolation test-integration demo soak bench bench-quick bench-claim bench-reap clean
 
 all: build
 
@@ -39,6 +39,10 @@ install-release: setup
 # multi-connection tests.
 test: install
 	@scripts/test.sh all
+
+# Formatting, clippy with warnings denied, and the code rules of DEVELOPMENT.md (scripts/lint.sh).
+lint: setup
+	@scripts/lint.sh
 
 test-unit: install
 	@scripts/test.sh unit

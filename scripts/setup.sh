@@ -46,6 +46,15 @@ init_pgrx() {
   cargo pgrx init --pg$PG_MAJOR "$PG_CONFIG"
 }
 
+# The lint layer of `make test` runs rustfmt and clippy: components of the toolchain, which a
+# minimal rustup profile leaves out.
+install_lint_tools() {
+  if cargo fmt --version >/dev/null 2>&1 && cargo clippy --version >/dev/null 2>&1; then return; fi
+  log "adding rustfmt and clippy to the Rust toolchain"
+  rustup component add rustfmt clippy
+}
+
 install_packages
+install_lint_tools
 install_cargo_pgrx
 init_pgrx

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the test layers: `unit` (#[pg_test] inside a pgrx-managed server), `regress` (pg_regress: SQL
+# Runs the test layers: `lint` (formatting, clippy, code rules: scripts/lint.sh), `unit` (#[pg_test]
+# inside a pgrx-managed server), `regress` (pg_regress: SQL
 # files and their expected output), `isolation` (PostgreSQL's isolation tester), `integration`
 # (several connections to real throwaway servers), or `all`.
 # Expects the extension to be installed.
@@ -110,13 +111,19 @@ integration() {
   cargo test -p jq-worker --tests -- --test-threads=1 2>&1 | tee -a "$log"
 }
 
+lint() {
+  echo "== lint (rustfmt, clippy, code rules)"
+  scripts/lint.sh 2>&1 | tee -a "$log"
+}
+
 case "$layer" in
+  lint) lint ;;
   unit) unit ;;
   integration) integration ;;
   regress) regress ;;
   isolation) isolation ;;
-  all) unit; regress; isolation; integration ;;
-  *) echo "usage: test.sh unit|regress|isolation|integration|all" >&2; exit 2 ;;
+  all) lint; unit; regress; isolation; integration ;;
+  *) echo "usage: test.sh lint|unit|regress|isolation|integration|all" >&2; exit 2 ;;
 esac
 # One closing line for every layer together, summed from cargo's per-binary results.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) } }
