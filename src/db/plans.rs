@@ -169,12 +169,12 @@ mod tests {
         assert_reads_index(&prune_plan.0, "jq_jobs_finished");
     }
 
-    /// The statements that run with session-long generic plans (plans.rs) keep their access paths in
+    /// The statements that run with session-long generic plans (this module) keep their access paths in
     /// those plans, whether the plan was made on an empty, never analyzed table (where a sequential
     /// scan is cheapest, and the plan outlives that moment) or on a large one.
     #[pg_test]
     fn generic_plans_use_their_indexes() {
-        // What plans.rs sets while it plans and runs them.
+        // What `run` sets while it plans and runs them.
         run("SET LOCAL plan_cache_mode = force_generic_plan");
         run("SET LOCAL enable_seqscan = off");
         assert_generic_plans_use_indexes();
