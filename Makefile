@@ -56,10 +56,11 @@ test-isolation: install
 test-integration: install
 	@scripts/test.sh integration
 
-# The randomized fault history at length: make soak OPS=50000.
+# The randomized fault history at length (make soak OPS=50000), and 20 crashes right after bursts of claims.
 OPS ?= 20000
 soak: install
 	@JQ_SOAK_OPS=$(OPS) cargo test -p jq-harness --test faults boundary_12 -- --nocapture
+	@JQ_CRASH_ROUNDS=20 cargo test -p jq-harness --test durability claims_lost -- --nocapture
 
 # pg_jobqueue side by side with the classic SKIP LOCKED queue and pgmq, on one throwaway server;
 # see bench/README.md. The full run takes about 31 minutes; bench-quick (one short run of each) a few.

@@ -24,6 +24,14 @@ CREATE TABLE jq_grants (
 
 SELECT pg_catalog.pg_extension_config_dump('jq_grants', '');
 
+-- Fencing tokens that outlive a crash: see sql/schema/tables.sql, which creates the same table.
+CREATE TABLE jq_token_epochs (
+    epoch       bigint NOT NULL CONSTRAINT jq_token_epochs_bounded CHECK (epoch BETWEEN 0 AND 2147483647),
+    replayed_to bigint NOT NULL,
+    timeline    bigint NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('jq_token_epochs', '');
+
 -- The functions that are new in 0.3.0.
 CREATE  FUNCTION "jq_backoff_delay"(
 	"base" interval, /* Interval */

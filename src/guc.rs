@@ -18,6 +18,7 @@ pub static MAX_RETRY_DELAY_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(365
 pub static INLINE_REAP_MAX: GucSetting<i32> = GucSetting::<i32>::new(10);
 pub static INLINE_REAP_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 
+pub static ASYNC_CLAIMS: GucSetting<bool> = GucSetting::<bool>::new(true);
 pub static STATS_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
 pub static STATS_MAX_QUEUES: GucSetting<i32> = GucSetting::<i32>::new(256);
 
@@ -121,6 +122,14 @@ pub fn init() {
         3_600_000,
         GucContext::Suset,
         GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_bool_guc(
+        c"pg_jobqueue.async_claims",
+        c"Whether a transaction that only claims or heartbeats commits without waiting for its WAL flush.",
+        c"A claim or heartbeat that a crash loses is harmless: the job runs again, and its lost token is never handed out again. Any other write in the transaction keeps the commit durable.",
+        &ASYNC_CLAIMS,
+        GucContext::Userset,
+        GucFlags::default(),
     );
     GucRegistry::define_bool_guc(
         c"pg_jobqueue.stats",

@@ -1,6 +1,8 @@
 -- $1 queue_name, $2 worker, $3 lease (NULL: queue default), $4 batch_size, $5 now,
 -- $6 admitted: true only after the caller holds a limited queue's row lock and has reduced $4 to
 --    the free slots (see src/api/claim.rs); a limited queue claims nothing without it.
+-- $7 token floor: the token epoch * 2^32 (see src/api/tokens.rs); a new token is above the job's
+--    last one and at least this.
 --
 -- One statement: pick up to $4 claimable rows, skipping rows another claimer has locked, and turn
 -- exactly those into running rows with a fresh lease and the next fencing token.
@@ -71,7 +73,7 @@ WITH queue AS (
     UPDATE jq_jobs j
     SET status = 'running',
         attempt_count = j.attempt_count + 1,
-        lease_token = j.lease_token + 1,
+        lease_token = greatest(j.lease_token + 1, $7),
         lease_owner = $2,
         lease_length = queue.lease,
         claimed_at = $5,

@@ -163,9 +163,24 @@ CREATE TABLE jq_grants (
     PRIMARY KEY (role, queue, privilege)
 );
 
+-- Fencing tokens that outlive a crash (README, "Durable claims"). A transaction that only claims
+-- commits without waiting for its WAL flush, so a crash can lose a claim and the token it handed
+-- out. Every token is therefore at least epoch * 2^32 for the highest epoch here, and the first
+-- claim of each server lifetime (named by `replayed_to` and `timeline`) that has no row yet adds
+-- one, one epoch higher, durably, before any token of it leaves the server: no token handed out
+-- before a crash can be handed out again. A row per lifetime (two sessions racing may add one
+-- each, with the same epoch), never updated, so no claim waits on another's. pg_dump keeps them,
+-- so a restored database goes on above them.
+CREATE TABLE jq_token_epochs (
+    epoch       bigint NOT NULL CONSTRAINT jq_token_epochs_bounded CHECK (epoch BETWEEN 0 AND 2147483647),
+    replayed_to bigint NOT NULL,
+    timeline    bigint NOT NULL
+);
+
 SELECT pg_catalog.pg_extension_config_dump('jq_queues', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_grants', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_jobs', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_jobs_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_job_events', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_job_events_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('jq_token_epochs', '');

@@ -6,11 +6,11 @@ use pgrx::datum::{DatumWithOid, Interval, TimestampWithTimeZone};
 use pgrx::prelude::*;
 use pgrx::spi;
 
-use super::{reap, wait};
+use super::{reap, tokens, wait};
 use crate::db::{self, clock, payload::Payload, Session};
 use crate::input;
 use crate::rights::{self, Privilege};
-use crate::shared::counters;
+use crate::shared::{counters, xact};
 
 const CLAIM: &str = include_str!("../../sql/queries/claim.sql");
 const ADMIT: &str = include_str!("../../sql/queries/claim_admit.sql");
@@ -93,27 +93,32 @@ fn claim_now(
     now: TimestampWithTimeZone,
 ) -> spi::Result<Vec<ClaimedJob>> {
     reap::recover_inline(queue_name, now)?;
-    let args = |batch_size: i32, admitted: bool| -> [DatumWithOid<'static>; 6] {
-        [queue_name.into(), worker.into(), lease.into(), batch_size.into(), now.into(), admitted.into()]
+    let floor = db::connect(tokens::floor)?;
+    let args = |batch_size: i32, admitted: bool| -> [DatumWithOid<'static>; 7] {
+        [queue_name.into(), worker.into(), lease.into(), batch_size.into(), now.into(), admitted.into(), floor.into()]
     };
-    let mut jobs = db::connect(|db| {
-        let jobs = claim_rows(db, &args(batch_size, false))?;
-        if !jobs.is_empty() {
-            return Ok(jobs);
-        }
-        if waiting && !db.first::<bool>(SLOT_FREE, &[queue_name.into(), now.into()])?.unwrap_or(false) {
-            return Ok(jobs);
-        }
-        // Taking the row lock is also the test for a limit: it returns no row for an unlimited queue.
-        let Some(limit) = db.first::<i32>(ADMIT, &[queue_name.into()])? else {
-            return Ok(jobs);
-        };
-        let running = db.first::<i64>(RUNNING, &[queue_name.into()])?.unwrap_or(0);
-        let free = i64::from(limit) - running;
-        if free <= 0 {
-            return Ok(jobs);
-        }
-        claim_rows(db, &args(batch_size.min(free as i32), true))
+    // Claiming, and taking a limited queue's row lock, are lease writes: lost in a crash, they cost
+    // a job that runs again (see `shared::xact::lease_write`).
+    let mut jobs = xact::lease_write(|| {
+        db::connect(|db| {
+            let jobs = claim_rows(db, &args(batch_size, false))?;
+            if !jobs.is_empty() {
+                return Ok(jobs);
+            }
+            if waiting && !db.first::<bool>(SLOT_FREE, &[queue_name.into(), now.into()])?.unwrap_or(false) {
+                return Ok(jobs);
+            }
+            // Taking the row lock is also the test for a limit: it returns no row for an unlimited queue.
+            let Some(limit) = db.first::<i32>(ADMIT, &[queue_name.into()])? else {
+                return Ok(jobs);
+            };
+            let running = db.first::<i64>(RUNNING, &[queue_name.into()])?.unwrap_or(0);
+            let free = i64::from(limit) - running;
+            if free <= 0 {
+                return Ok(jobs);
+            }
+            claim_rows(db, &args(batch_size.min(free as i32), true))
+        })
     })?;
     jobs.sort_unstable_by_key(|(_, order)| *order);
     let now = pg_sys::TimestampTz::from(now);

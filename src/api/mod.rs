@@ -12,4 +12,5 @@ pub mod reap;
 pub mod redrive;
 pub mod retention;
 pub mod rights;
+pub mod tokens;
 pub mod wait;

@@ -121,6 +121,7 @@ mod tests {
                 batch.into(),
                 now.into(),
                 admitted.into(),
+                0i64.into(),
             ];
             Spi::explain_with_args(include_str!("../../sql/queries/claim.sql"), &args).unwrap().0
         };
@@ -191,8 +192,8 @@ mod tests {
         for batch in [1, 1000] {
             let claim = generic_plan(
                 include_str!("../../sql/queries/claim.sql"),
-                "text, text, interval, int, timestamptz, boolean",
-                &format!("'q1', 'w', NULL, {batch}, now(), false"),
+                "text, text, interval, int, timestamptz, boolean, bigint",
+                &format!("'q1', 'w', NULL, {batch}, now(), false, 0"),
             );
             assert_no_sort_and_no_seq_scan(&claim);
             assert_reads_index(&claim, "jq_jobs_claim");

@@ -3,6 +3,9 @@
 //! subtransactions: what a savepoint or a PL/pgSQL exception block did is forgotten when it rolls
 //! back, though the transaction around it commits, and belongs to its parent when it is released.
 //!
+//! The same hook lets a transaction whose only writes are claims and heartbeats commit without
+//! waiting for its WAL flush (`lease_write`; README, "Durable claims").
+//!
 //! An action is kept with the nesting level of the (sub)transaction that asked for it. When a
 //! subtransaction at level L is released, its actions (level >= L: its own and its released
 //! children's) move to level L - 1; when it rolls back, they are taken away, and the rollback ones
@@ -29,10 +32,71 @@ struct Pending {
     action: Box<dyn FnOnce()>,
 }
 
+/// What the transaction has written so far, as far as `lease_write` can tell.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Writes {
+    Nothing,
+    /// Only claims and heartbeats, whose WAL ends here (this backend's `XactLastRecEnd`).
+    LeasesOnly(u64),
+    Other,
+}
+
 thread_local! {
     /// A backend is one thread.
     static PENDING: RefCell<Vec<Pending>> = const { RefCell::new(Vec::new()) };
     static HOOKED: Cell<bool> = const { Cell::new(false) };
+    static WRITES: Cell<Writes> = const { Cell::new(Writes::Nothing) };
+    /// synchronous_commit as it was before a leases-only commit lowered it.
+    static SAVED_SYNCHRONOUS_COMMIT: Cell<Option<i32>> = const { Cell::new(None) };
+}
+
+/// Runs `f`, which claims or extends leases and writes nothing else, and notes whether the
+/// transaction's writes are still leases only. If they are when it commits, and
+/// `pg_jobqueue.async_claims` is on, it commits without waiting for the WAL flush: a claim or
+/// heartbeat that a crash loses is harmless (the job runs again; see `api::tokens` for why its
+/// token is never handed out twice). Any other write before, between or after, in this transaction
+/// or a subtransaction of it, keeps the commit as durable as the server is configured.
+pub fn lease_write<R>(f: impl FnOnce() -> R) -> R {
+    hook();
+    // SAFETY: plain reads of this backend's transaction state.
+    let (had_xid, before) =
+        unsafe { (pg_sys::GetTopTransactionIdIfAny() != pg_sys::InvalidTransactionId, pg_sys::XactLastRecEnd) };
+    let result = f();
+    // SAFETY: as above.
+    let after = unsafe { pg_sys::XactLastRecEnd };
+    let leases_so_far = match WRITES.get() {
+        Writes::Nothing => !had_xid,
+        Writes::LeasesOnly(end) => end == before,
+        Writes::Other => false,
+    };
+    WRITES.set(match (leases_so_far, after == before) {
+        (false, _) => Writes::Other,
+        (true, true) => WRITES.get(),
+        (true, false) => Writes::LeasesOnly(after),
+    });
+    result
+}
+
+/// At PRE_COMMIT: lowers synchronous_commit for this commit if the transaction wrote leases only.
+fn lower_synchronous_commit_if_leases_only() {
+    // SAFETY: a plain read of this backend's transaction state.
+    let end = unsafe { pg_sys::XactLastRecEnd };
+    if WRITES.get() == Writes::LeasesOnly(end) && crate::guc::ASYNC_CLAIMS.get() {
+        // SAFETY: the setting's variable, read by RecordTransactionCommit; restored when the
+        // transaction ends, however it ends.
+        unsafe {
+            SAVED_SYNCHRONOUS_COMMIT.set(Some(pg_sys::synchronous_commit));
+            pg_sys::synchronous_commit = pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_OFF as i32;
+        }
+    }
+}
+
+fn forget_writes() {
+    WRITES.set(Writes::Nothing);
+    if let Some(saved) = SAVED_SYNCHRONOUS_COMMIT.take() {
+        // SAFETY: restores the value saved above.
+        unsafe { pg_sys::synchronous_commit = saved };
+    }
 }
 
 /// Runs `action` once the transaction commits, unless the current subtransaction (or one around
@@ -48,6 +112,13 @@ pub fn at_rollback(action: impl FnOnce() + 'static) {
 }
 
 fn push(when: When, action: Box<dyn FnOnce()>) {
+    hook();
+    // SAFETY: a plain read of the current transaction state.
+    let level = unsafe { pg_sys::GetCurrentTransactionNestLevel() };
+    PENDING.with(|pending| pending.borrow_mut().push(Pending { level, when, action }));
+}
+
+fn hook() {
     if !HOOKED.get() {
         // SAFETY: registers two callbacks for the life of the backend, once; both functions are
         // `pg_guard`ed and take no argument.
@@ -57,19 +128,18 @@ fn push(when: When, action: Box<dyn FnOnce()>) {
         }
         HOOKED.set(true);
     }
-    // SAFETY: a plain read of the current transaction state.
-    let level = unsafe { pg_sys::GetCurrentTransactionNestLevel() };
-    PENDING.with(|pending| pending.borrow_mut().push(Pending { level, when, action }));
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn at_transaction_end(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
     let run = match event {
+        pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT => return lower_synchronous_commit_if_leases_only(),
         pg_sys::XactEvent::XACT_EVENT_COMMIT => Some(When::Committed),
         pg_sys::XactEvent::XACT_EVENT_ABORT => Some(When::RolledBack),
         pg_sys::XactEvent::XACT_EVENT_PREPARE => None,
         _ => return,
     };
+    forget_writes();
     let actions = PENDING.with(|pending| std::mem::take(&mut *pending.borrow_mut()));
     run_all(actions, run);
 }

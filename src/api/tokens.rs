@@ -1,0 +1,76 @@
+//! Fencing tokens that outlive a crash (README, "Durable claims").
+//!
+//! A transaction whose only writes are claims and heartbeats commits without waiting for its WAL
+//! flush (`shared::xact::lease_write`). A crash can then lose a claim after its token was handed
+//! out: the job is pending again, with its previous token in the row, and the next claim must not
+//! hand out the lost token a second time.
+//!
+//! So a token is `greatest(previous + 1, epoch << 32)`, where `epoch` is the highest in
+//! `jq_token_epochs`, and the first claim of each server lifetime without a row there adds one, an
+//! epoch higher, in a transaction that commits durably before any of its tokens leaves the server.
+//! Every token handed out so far is below `(highest epoch + 1) << 32` (a job is claimed fewer than
+//! 2^32 times in one epoch), so after a crash the new lifetime's first claim lifts every job above
+//! anything the crash may have lost.
+//!
+//! A lifetime is named by how far WAL replay got when the server started (`GetXLogReplayRecPtr`)
+//! and the timeline WAL is written on (new after a promotion). Crash recovery replays at least to
+//! the end of the last lifetime's starting point and whatever it flushed, so a lifetime that
+//! follows a crash always has a new name; a clean start loses nothing, whatever its name.
+
+use std::cell::Cell;
+
+use pgrx::prelude::*;
+use pgrx::spi;
+
+use crate::db::Session;
+use crate::shared::xact;
+
+const EPOCH: &str = include_str!("../../sql/queries/token_epoch.sql");
+const BUMP: &str = include_str!("../../sql/queries/token_epoch_bump.sql");
+
+/// Tokens of one epoch: a job is claimed fewer than 2^32 times in one server lifetime.
+const EPOCH_SHIFT: u32 = 32;
+
+thread_local! {
+    /// The lifetime this session last checked, and its epoch. A backend is one thread, and no
+    /// session outlives a crash; one that outlives a promotion sees the timeline change.
+    /// Set only once the transaction that read or raised it commits: an epoch raised by a
+    /// transaction that rolled back was never on disk.
+    static KNOWN: Cell<Option<((i64, i64), i64)>> = const { Cell::new(None) };
+}
+
+/// This server lifetime: (how far WAL replay got when it started, the timeline WAL is written on).
+fn lifetime() -> (i64, i64) {
+    let mut replay_timeline = 0;
+    // SAFETY: each reads shared WAL state under its own lock; the pointer is a local. The insertion
+    // timeline exists only once recovery is over (a standby's claim fails at its UPDATE anyway).
+    unsafe {
+        let replayed_to = pg_sys::GetXLogReplayRecPtr(&mut replay_timeline);
+        let timeline = if pg_sys::RecoveryInProgress() { replay_timeline } else { pg_sys::GetWALInsertionTimeLine() };
+        (replayed_to as i64, i64::from(timeline))
+    }
+}
+
+/// The least token a claim may hand out now: `epoch << 32` for this lifetime's epoch.
+pub fn floor(db: &mut Session) -> spi::Result<i64> {
+    let now = lifetime();
+    if let Some((known, epoch)) = KNOWN.get() {
+        if known == now {
+            return Ok(epoch << EPOCH_SHIFT);
+        }
+    }
+    let args = [now.0.into(), now.1.into()];
+    let epoch = match db.rows::<(Option<i64>, Option<bool>)>(EPOCH, &args)?.pop() {
+        Some((Some(highest), Some(true))) => highest,
+        _ => {
+            // Durable whatever synchronous_commit says: the new epoch must be on disk before any
+            // other session can see it (PostgreSQL shows a commit only after the flush it waits
+            // for) and before this transaction's tokens leave the server.
+            // SAFETY: sets a flag of the current transaction.
+            unsafe { pg_sys::ForceSyncCommit() };
+            db.rows::<(i64,)>(BUMP, &args)?.pop().expect("an insert returns its row").0
+        }
+    };
+    xact::at_commit(move || KNOWN.set(Some((now, epoch))));
+    Ok(epoch << EPOCH_SHIFT)
+}
