@@ -16,6 +16,7 @@ const CLAIM: &str = include_str!("../../sql/queries/claim.sql");
 const ADMIT: &str = include_str!("../../sql/queries/claim_admit.sql");
 const RUNNING: &str = include_str!("../../sql/queries/claim_running.sql");
 const SLOT_FREE: &str = include_str!("../../sql/queries/claim_slot_free.sql");
+const ANY_DUE: &str = include_str!("../../sql/queries/claim_any_due.sql");
 
 /// One claimed job, in the column order of jq_claim's result.
 pub type ClaimedJob = (i64, String, Payload, i32, i32, i32, i64, TimestampWithTimeZone);
@@ -93,7 +94,17 @@ fn claim_now(
     now: TimestampWithTimeZone,
 ) -> spi::Result<Vec<ClaimedJob>> {
     reap::recover_inline(queue_name, now)?;
-    let floor = db::connect(tokens::floor)?;
+    let floor = match db::connect(tokens::known_floor)? {
+        Some(floor) => floor,
+        // A waiting look that would find nothing must not write the epoch, or it would have to
+        // return to commit it rather than sleep.
+        None if waiting
+            && !db::connect(|db| db.first::<bool>(ANY_DUE, &[queue_name.into(), now.into()]))?.unwrap_or(false) =>
+        {
+            return Ok(Vec::new());
+        }
+        None => db::connect(tokens::raise)?,
+    };
     let args = |batch_size: i32, admitted: bool| -> [DatumWithOid<'static>; 7] {
         [queue_name.into(), worker.into(), lease.into(), batch_size.into(), now.into(), admitted.into(), floor.into()]
     };

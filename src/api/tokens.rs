@@ -6,8 +6,9 @@
 //! hand out the lost token a second time.
 //!
 //! So a token is `greatest(previous + 1, epoch << 32)`, where `epoch` is the highest in
-//! `jq_token_epochs`, and the first claim of each server lifetime without a row there adds one, an
-//! epoch higher, in a transaction that commits durably before any of its tokens leaves the server.
+//! `jq_token_epochs` (`known_floor`), and the first claim of each server lifetime without a row
+//! there adds one, an epoch higher (`raise`), in a transaction that commits durably before any of
+//! its tokens leaves the server.
 //! Every token handed out so far is below `(highest epoch + 1) << 32` (a job is claimed fewer than
 //! 2^32 times in one epoch), so after a crash the new lifetime's first claim lifts every job above
 //! anything the crash may have lost.
@@ -51,26 +52,37 @@ fn lifetime() -> (i64, i64) {
     }
 }
 
-/// The least token a claim may hand out now: `epoch << 32` for this lifetime's epoch.
-pub fn floor(db: &mut Session) -> spi::Result<i64> {
+/// The least token a claim may hand out now, if it is known without a write: this session saw it
+/// in this lifetime, or the lifetime has its row. None: the first claim of the lifetime must
+/// `raise` it.
+pub fn known_floor(db: &mut Session) -> spi::Result<Option<i64>> {
     let now = lifetime();
     if let Some((known, epoch)) = KNOWN.get() {
         if known == now {
-            return Ok(epoch << EPOCH_SHIFT);
+            return Ok(Some(epoch << EPOCH_SHIFT));
         }
     }
-    let args = [now.0.into(), now.1.into()];
-    let epoch = match db.rows::<(Option<i64>, Option<bool>)>(EPOCH, &args)?.pop() {
-        Some((Some(highest), Some(true))) => highest,
-        _ => {
-            // Durable whatever synchronous_commit says: the new epoch must be on disk before any
-            // other session can see it (PostgreSQL shows a commit only after the flush it waits
-            // for) and before this transaction's tokens leave the server.
-            // SAFETY: sets a flag of the current transaction.
-            unsafe { pg_sys::ForceSyncCommit() };
-            db.rows::<(i64,)>(BUMP, &args)?.pop().expect("an insert returns its row").0
-        }
+    let Some((Some(highest), Some(true))) = db.rows::<(Option<i64>, Option<bool>)>(EPOCH, &lifetime_args(now))?.pop()
+    else {
+        return Ok(None);
     };
+    xact::at_commit(move || KNOWN.set(Some((now, highest))));
+    Ok(Some(highest << EPOCH_SHIFT))
+}
+
+/// Raises the epoch for this lifetime (see above) and returns the new floor.
+pub fn raise(db: &mut Session) -> spi::Result<i64> {
+    let now = lifetime();
+    // Durable whatever synchronous_commit says: the new epoch must be on disk before any other
+    // session can see it (PostgreSQL shows a commit only after the flush it waits for) and before
+    // this transaction's tokens leave the server.
+    // SAFETY: sets a flag of the current transaction.
+    unsafe { pg_sys::ForceSyncCommit() };
+    let epoch = db.rows::<(i64,)>(BUMP, &lifetime_args(now))?.pop().expect("an insert returns its row").0;
     xact::at_commit(move || KNOWN.set(Some((now, epoch))));
     Ok(epoch << EPOCH_SHIFT)
+}
+
+fn lifetime_args(lifetime: (i64, i64)) -> [pgrx::datum::DatumWithOid<'static>; 2] {
+    [lifetime.0.into(), lifetime.1.into()]
 }

@@ -207,6 +207,9 @@ mod tests {
             generic_plan(include_str!("../../sql/queries/claim_next_due.sql"), "text, timestamptz", "'q1', now()");
         assert_no_seq_scan(&next_due);
         assert_reads_index(&next_due, "jq_jobs_fifo");
+        let any_due =
+            generic_plan(include_str!("../../sql/queries/claim_any_due.sql"), "text, timestamptz", "'q1', now()");
+        assert_no_seq_scan(&any_due);
         let slot_free =
             generic_plan(include_str!("../../sql/queries/claim_slot_free.sql"), "text, timestamptz", "'q3', now()");
         assert_no_seq_scan(&slot_free);
