@@ -10,7 +10,7 @@ use super::{reap, tokens, wait};
 use crate::db::{self, clock, payload::Payload, Session};
 use crate::input;
 use crate::rights::{self, Privilege};
-use crate::shared::{counters, xact};
+use crate::shared::counters;
 
 const CLAIM: &str = include_str!("../../sql/queries/claim.sql");
 const ADMIT: &str = include_str!("../../sql/queries/claim_admit.sql");
@@ -110,7 +110,7 @@ fn claim_now(
     };
     // Claiming, and taking a limited queue's row lock, are lease writes: lost in a crash, they cost
     // a job that runs again (see `shared::xact::lease_write`).
-    let mut jobs = xact::lease_write(|| {
+    let mut jobs = tokens::lease_write(|| {
         db::connect(|db| {
             let jobs = claim_rows(db, &args(batch_size, false))?;
             if !jobs.is_empty() {

@@ -13,7 +13,6 @@ use crate::db::{self, clock, Session};
 use crate::input;
 use crate::rights::{self, Privilege};
 use crate::shared::counters::{self, Counter};
-use crate::shared::xact;
 
 const HEARTBEAT: &str = include_str!("../../sql/queries/heartbeat.sql");
 const COMPLETE: &str = include_str!("../../sql/queries/complete.sql");
@@ -39,7 +38,7 @@ fn jq_heartbeat(
     rights::as_owner(|| {
         db::connect(|db| {
             let args = [job_id.into(), worker.into(), lease_token.into(), extend.into(), now.into()];
-            let extended = xact::lease_write(|| db.rows::<(String,)>(HEARTBEAT, &args))?;
+            let extended = super::tokens::lease_write(|| db.rows::<(String,)>(HEARTBEAT, &args))?;
             let Some((queue_name,)) = extended.into_iter().next() else {
                 count_refused(db, vec![job_id], Counter::StaleHeartbeats)?;
                 return Ok(false);

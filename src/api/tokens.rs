@@ -56,6 +56,9 @@ fn lifetime() -> (i64, i64) {
 /// in this lifetime, or the lifetime has its row. None: the first claim of the lifetime must
 /// `raise` it.
 pub fn known_floor(db: &mut Session) -> spi::Result<Option<i64>> {
+    if !installed() {
+        return Ok(Some(0));
+    }
     let now = lifetime();
     if let Some((known, epoch)) = KNOWN.get() {
         if known == now {
@@ -78,11 +81,37 @@ pub fn raise(db: &mut Session) -> spi::Result<i64> {
     // this transaction's tokens leave the server.
     // SAFETY: sets a flag of the current transaction.
     unsafe { pg_sys::ForceSyncCommit() };
-    let epoch = db.rows::<(i64,)>(BUMP, &lifetime_args(now))?.pop().expect("an insert returns its row").0;
+    let epoch = match db.rows::<(i64,)>(BUMP, &lifetime_args(now))?.pop() {
+        Some((epoch,)) => epoch,
+        // Another session's row for this lifetime committed in the meantime.
+        None => db
+            .rows::<(Option<i64>, Option<bool>)>(EPOCH, &lifetime_args(now))?
+            .pop()
+            .and_then(|(e, _)| e)
+            .expect("the row exists"),
+    };
     xact::at_commit(move || KNOWN.set(Some((now, epoch))));
     Ok(epoch << EPOCH_SHIFT)
 }
 
 fn lifetime_args(lifetime: (i64, i64)) -> [pgrx::datum::DatumWithOid<'static>; 2] {
     [lifetime.0.into(), lifetime.1.into()]
+}
+
+/// Whether the installed SQL definitions have `jq_token_epochs`: those of 0.1.0 and 0.2.0 do not,
+/// until `ALTER EXTENSION pg_jobqueue UPDATE`. Until then tokens have no epoch, and so no claim may
+/// skip its flush.
+fn installed() -> bool {
+    crate::rights::enforced()
+}
+
+/// Runs a claim or heartbeat as a lease write (`xact::lease_write`), which may then commit without
+/// its flush, where the installed definitions keep tokens safe from a crash; otherwise as a plain
+/// write.
+pub fn lease_write<R>(f: impl FnOnce() -> R) -> R {
+    if installed() {
+        xact::lease_write(f)
+    } else {
+        f()
+    }
 }
