@@ -94,7 +94,7 @@ fn claim_now(
     now: TimestampWithTimeZone,
 ) -> spi::Result<Vec<ClaimedJob>> {
     reap::recover_inline(queue_name, now)?;
-    let floor = match db::connect(tokens::known_floor)? {
+    let floor = match tokens::known_floor()? {
         Some(floor) => floor,
         // A waiting look that would find nothing must not write the epoch, or it would have to
         // return to commit it rather than sleep.
@@ -103,7 +103,7 @@ fn claim_now(
         {
             return Ok(Vec::new());
         }
-        None => db::connect(tokens::raise)?,
+        None => tokens::raise()?,
     };
     let args = |batch_size: i32, admitted: bool| -> [DatumWithOid<'static>; 7] {
         [queue_name.into(), worker.into(), lease.into(), batch_size.into(), now.into(), admitted.into(), floor.into()]

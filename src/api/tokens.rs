@@ -23,7 +23,7 @@ use std::cell::Cell;
 use pgrx::prelude::*;
 use pgrx::spi;
 
-use crate::db::Session;
+use crate::db;
 use crate::shared::xact;
 
 const EPOCH: &str = include_str!("../../sql/queries/token_epoch.sql");
@@ -54,8 +54,8 @@ fn lifetime() -> (i64, i64) {
 
 /// The least token a claim may hand out now, if it is known without a write: this session saw it
 /// in this lifetime, or the lifetime has its row. None: the first claim of the lifetime must
-/// `raise` it.
-pub fn known_floor(db: &mut Session) -> spi::Result<Option<i64>> {
+/// `raise` it. Runs no statement while this session knows the lifetime's epoch: every claim asks.
+pub fn known_floor() -> spi::Result<Option<i64>> {
     if !installed() {
         return Ok(Some(0));
     }
@@ -65,8 +65,8 @@ pub fn known_floor(db: &mut Session) -> spi::Result<Option<i64>> {
             return Ok(Some(epoch << EPOCH_SHIFT));
         }
     }
-    let Some((Some(highest), Some(true))) = db.rows::<(Option<i64>, Option<bool>)>(EPOCH, &lifetime_args(now))?.pop()
-    else {
+    let stored = db::connect(|db| db.rows::<(Option<i64>, Option<bool>)>(EPOCH, &lifetime_args(now)))?.pop();
+    let Some((Some(highest), Some(true))) = stored else {
         return Ok(None);
     };
     xact::at_commit(move || KNOWN.set(Some((now, highest))));
@@ -74,22 +74,22 @@ pub fn known_floor(db: &mut Session) -> spi::Result<Option<i64>> {
 }
 
 /// Raises the epoch for this lifetime (see above) and returns the new floor.
-pub fn raise(db: &mut Session) -> spi::Result<i64> {
+pub fn raise() -> spi::Result<i64> {
     let now = lifetime();
     // Durable whatever synchronous_commit says: the new epoch must be on disk before any other
     // session can see it (PostgreSQL shows a commit only after the flush it waits for) and before
     // this transaction's tokens leave the server.
     // SAFETY: sets a flag of the current transaction.
     unsafe { pg_sys::ForceSyncCommit() };
-    let epoch = match db.rows::<(i64,)>(BUMP, &lifetime_args(now))?.pop() {
-        Some((epoch,)) => epoch,
+    let epoch = db::connect(|db| match db.rows::<(i64,)>(BUMP, &lifetime_args(now))?.pop() {
+        Some((epoch,)) => Ok(epoch),
         // Another session's row for this lifetime committed in the meantime.
-        None => db
+        None => Ok(db
             .rows::<(Option<i64>, Option<bool>)>(EPOCH, &lifetime_args(now))?
             .pop()
             .and_then(|(e, _)| e)
-            .expect("the row exists"),
-    };
+            .expect("the row exists")),
+    })?;
     xact::at_commit(move || KNOWN.set(Some((now, epoch))));
     Ok(epoch << EPOCH_SHIFT)
 }
