@@ -3,6 +3,7 @@
 --    the free slots (see src/api/claim.rs); a limited queue claims nothing without it.
 -- $7 token floor: the token epoch * 2^32 (see src/api/tokens.rs); a new token is above the job's
 --    last one and at least this.
+-- $8, $9, $10 the claim front: priority, available_at and id of the first key a claim looks at.
 --
 -- One statement: pick up to $4 claimable rows, skipping rows another claimer has locked, and turn
 -- exactly those into running rows with a fresh lease and the next fencing token.
@@ -51,11 +52,21 @@ WITH queue AS (
         FOR UPDATE OF j SKIP LOCKED
     ) AS starving
     UNION ALL
+    -- Priority order from the claim front ($8, $9, $10: priority, available_at, id; see
+    -- src/shared/front.rs): first the rest of the front's priority, from the front on, then every
+    -- lower priority. Nothing claimable is above the front, so together they are the whole claim
+    -- order; the front (2147483647, '-infinity', minimum) is the start of it, where a queue without
+    -- one starts. Both are ranges of the claim index, so the entries of jobs claimed before the
+    -- front are never visited, though a snapshot older than their claims keeps them in the index.
     SELECT ctid FROM (
         SELECT j.ctid
         FROM jq_jobs j
         WHERE j.queue_name = $1
           AND j.status OPERATOR(pg_catalog.=) 'pending'
+          -- Not `priority = $8`: the planner would drop a constant from the ORDER BY and may then pick
+          -- the arrival-order index, filtering every priority; a closed range keeps the claim index.
+          AND j.priority >= $8 AND j.priority <= $8
+          AND (j.available_at, j.id) >= ($9, $10)
           AND j.available_at <= $5
           AND (SELECT open FROM queue)
           -- Ordering keys: a keyed job waits while another job of its key runs or an earlier one is pending.
@@ -67,7 +78,26 @@ WITH queue AS (
         ORDER BY j.priority DESC, j.available_at, j.id
         LIMIT $4
         FOR UPDATE OF j SKIP LOCKED
-    ) AS prioritized
+    ) AS at_front
+    UNION ALL
+    SELECT ctid FROM (
+        SELECT j.ctid
+        FROM jq_jobs j
+        WHERE j.queue_name = $1
+          AND j.status OPERATOR(pg_catalog.=) 'pending'
+          AND j.priority < $8
+          AND j.available_at <= $5
+          AND (SELECT open FROM queue)
+          -- Ordering keys: a keyed job waits while another job of its key runs or an earlier one is pending.
+          AND (j.ordering_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM jq_jobs k
+                WHERE k.queue_name = j.queue_name AND k.ordering_key = j.ordering_key
+                  AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
+                  AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
+        ORDER BY j.priority DESC, j.available_at, j.id
+        LIMIT $4
+        FOR UPDATE OF j SKIP LOCKED
+    ) AS below_front
     LIMIT $4
 ), claimed AS (
     UPDATE jq_jobs j

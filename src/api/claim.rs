@@ -11,12 +11,14 @@ use crate::db::{self, clock, payload::Payload, Session};
 use crate::input;
 use crate::rights::{self, Privilege};
 use crate::shared::counters;
+use crate::shared::front::{self, Key};
 
 const CLAIM: &str = include_str!("../../sql/queries/claim.sql");
 const ADMIT: &str = include_str!("../../sql/queries/claim_admit.sql");
 const RUNNING: &str = include_str!("../../sql/queries/claim_running.sql");
 const SLOT_FREE: &str = include_str!("../../sql/queries/claim_slot_free.sql");
 const ANY_DUE: &str = include_str!("../../sql/queries/claim_any_due.sql");
+const FRONT: &str = include_str!("../../sql/queries/claim_front.sql");
 
 /// One claimed job, in the column order of jq_claim's result.
 pub type ClaimedJob = (i64, String, Payload, i32, i32, i32, i64, TimestampWithTimeZone);
@@ -105,8 +107,22 @@ fn claim_now(
         }
         None => tokens::raise()?,
     };
-    let args = |batch_size: i32, admitted: bool| -> [DatumWithOid<'static>; 7] {
-        [queue_name.into(), worker.into(), lease.into(), batch_size.into(), now.into(), admitted.into(), floor.into()]
+    // Read before the claim's snapshot is taken (see `move_front`).
+    let seen = front::read(queue_name, now.into());
+    let mark = seen.map_or(Key::BOTTOM, |seen| seen.mark);
+    let args = |batch_size: i32, admitted: bool| -> [DatumWithOid<'static>; 10] {
+        [
+            queue_name.into(),
+            worker.into(),
+            lease.into(),
+            batch_size.into(),
+            now.into(),
+            admitted.into(),
+            floor.into(),
+            mark.priority.into(),
+            timestamp(mark.available_at).into(),
+            mark.id.into(),
+        ]
     };
     // Claiming, and taking a limited queue's row lock, are lease writes: lost in a crash, they cost
     // a job that runs again (see `shared::xact::lease_write`).
@@ -131,12 +147,81 @@ fn claim_now(
             claim_rows(db, &args(batch_size.min(free as i32), true))
         })
     })?;
+    if let Some(lowest) = jobs.iter().map(|(job, order)| key_of(job, order)).min() {
+        // If this claim rolls back, its jobs are pending again, maybe below a front moved meanwhile.
+        front::lower_at_rollback(queue_name, lowest);
+    }
+    if let Some(seen) = seen {
+        move_front(queue_name, &seen, &jobs, now)?;
+    }
     jobs.sort_unstable_by_key(|(_, order)| *order);
     let now = pg_sys::TimestampTz::from(now);
     for (_, (_, _, available_at, _)) in &jobs {
         counters::claimed(queue_name, now - available_at);
     }
     Ok(jobs.into_iter().map(|(job, _)| job).collect())
+}
+
+/// Moves the queue's claim front up after a claim that read it as `seen` (README, "Old snapshots";
+/// the rules are in `shared::front`). The lowest job this claim took in priority order proves the
+/// front when it is on the front's priority: everything between was due, and this claim's walk
+/// passed it as running, locked or too new for its snapshot (whose lowering `front` checks).
+/// Otherwise a look finds the first pending key, from the front, or from the start once a second.
+/// Only a claim whose snapshot was taken after its read may prove anything: not one in a
+/// REPEATABLE READ or SERIALIZABLE transaction.
+fn move_front(
+    queue_name: &str,
+    seen: &front::Seen,
+    jobs: &[(ClaimedJob, ClaimOrder)],
+    now: TimestampWithTimeZone,
+) -> spi::Result<()> {
+    // SAFETY: a plain read of the transaction's isolation level.
+    if unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32 {
+        return Ok(());
+    }
+    let in_order = jobs
+        .iter()
+        .filter(|(_, (in_priority_order, ..))| *in_priority_order)
+        .map(|(job, order)| key_of(job, order))
+        .min();
+    let look_from = if seen.full_look_due {
+        Key::BOTTOM
+    } else if seen.keyed {
+        return Ok(());
+    } else {
+        match in_order {
+            Some(lowest) if lowest.priority == seen.mark.priority => {
+                front::advance(queue_name, seen, lowest);
+                return Ok(());
+            }
+            Some(_) if seen.look_due => seen.mark,
+            None if seen.look_due && seen.mark == Key::BOTTOM => seen.mark,
+            _ => return Ok(()),
+        }
+    };
+    let args =
+        [queue_name.into(), look_from.priority.into(), timestamp(look_from.available_at).into(), look_from.id.into()];
+    let found =
+        db::connect(|db| db.rows::<(Option<i32>, Option<TimestampWithTimeZone>, Option<i64>, bool)>(FRONT, &args))?;
+    let Some((priority, available_at, id, keyed)) = found.into_iter().next() else {
+        return Ok(());
+    };
+    let first = match (priority, available_at, id) {
+        (Some(priority), Some(available_at), Some(id)) => Key { priority, available_at: available_at.into(), id },
+        _ => Key::TOP,
+    };
+    front::install(queue_name, seen, first, keyed, look_from == Key::BOTTOM, now.into());
+    Ok(())
+}
+
+/// A claimed job's place in claim order.
+fn key_of(job: &ClaimedJob, order: &ClaimOrder) -> Key {
+    Key { priority: job.3, available_at: order.2, id: job.0 }
+}
+
+/// A time as a timestamptz argument; the front's keys are times read from jq_jobs, or infinite.
+fn timestamp(at: pg_sys::TimestampTz) -> TimestampWithTimeZone {
+    TimestampWithTimeZone::try_from(at).unwrap_or_else(|_| TimestampWithTimeZone::negative_infinity())
 }
 
 /// Claim order as a sort key: starving jobs first, oldest first; then `priority DESC, available_at, id`.

@@ -7,6 +7,7 @@ use pgrx::spi;
 use crate::db::{self, clock, payload::Payload};
 use crate::input;
 use crate::rights::{self, Privilege};
+use crate::shared::front::{self, Key};
 use crate::shared::wake;
 
 const INSERT: &str = include_str!("../../sql/queries/enqueue.sql");
@@ -55,6 +56,8 @@ fn jq_enqueue(
             )?;
             if let Some(id) = inserted {
                 wake::after_enqueue(db, queue_name)?;
+                let available_at = run_at.unwrap_or(now).into();
+                front::lower_at_commit(queue_name, Key { priority, available_at, id }, ordering_key.is_some());
                 return Ok(id);
             }
             // A live job holds the key. It may finish between the two statements; then the key is free
@@ -91,8 +94,10 @@ fn jq_enqueue_batch(
             let args =
                 [queue_name.into(), payloads.into(), priority.into(), run_at.into(), max_attempts.into(), now.into()];
             let ids: Vec<(i64,)> = db.rows(INSERT_BATCH, &args)?;
-            if !ids.is_empty() {
+            if let Some(&(first,)) = ids.iter().min() {
                 wake::after_enqueue(db, queue_name)?;
+                let available_at = run_at.unwrap_or(now).into();
+                front::lower_at_commit(queue_name, Key { priority, available_at, id: first }, false);
             }
             Ok(ids)
         })

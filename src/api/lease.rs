@@ -13,6 +13,7 @@ use crate::db::{self, clock, Session};
 use crate::input;
 use crate::rights::{self, Privilege};
 use crate::shared::counters::{self, Counter};
+use crate::shared::front::{self, Key};
 
 const HEARTBEAT: &str = include_str!("../../sql/queries/heartbeat.sql");
 const COMPLETE: &str = include_str!("../../sql/queries/complete.sql");
@@ -158,13 +159,17 @@ fn jq_fail(
                 retry_in.into(),
                 now.into(),
             ];
-            let Some((_, queue_name, dead)) = db.rows::<(i64, String, bool)>(FAIL, &args)?.pop() else {
+            let failed = db.rows::<(i64, String, bool, i32, TimestampWithTimeZone, bool)>(FAIL, &args)?.pop();
+            let Some((id, queue_name, dead, priority, available_at, keyed)) = failed else {
                 count_refused(db, vec![job_id], Counter::StaleCompletions)?;
                 return Ok(false);
             };
             rights::require(&queue_name, Privilege::Consume);
             counters::failure(&queue_name, error_code);
             counters::count(&queue_name, if dead { Counter::Deaths } else { Counter::Retries });
+            if !dead {
+                front::lower_at_commit(&queue_name, Key { priority, available_at: available_at.into(), id }, keyed);
+            }
             Ok(true)
         })
     })

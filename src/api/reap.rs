@@ -17,6 +17,7 @@ use pgrx::spi;
 
 use crate::db::{self, clock, in_subtransaction};
 use crate::shared::counters::{self, Counter};
+use crate::shared::front;
 use crate::{guc, input};
 
 const REAP: &str = include_str!("../../sql/queries/reap.sql");
@@ -89,6 +90,9 @@ fn reap(
     for (_, queue_name, dead) in &rows {
         counters::count(queue_name, Counter::LeaseExpirations);
         counters::count(queue_name, if *dead { Counter::Deaths } else { Counter::Retries });
+        if !*dead {
+            front::forget_at_commit(queue_name);
+        }
     }
     Ok(i32::try_from(rows.len()).expect("at most max_jobs rows"))
 }

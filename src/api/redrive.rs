@@ -10,6 +10,7 @@ use crate::db::{self, clock, Session};
 use crate::input;
 use crate::rights::{self, Privilege};
 use crate::shared::counters::{self, Counter};
+use crate::shared::front;
 
 const RETRY: &str = include_str!("../../sql/queries/retry.sql");
 const CANCEL: &str = include_str!("../../sql/queries/cancel.sql");
@@ -28,6 +29,7 @@ fn jq_retry(job_id: Option<i64>) -> spi::Result<bool> {
                 return refused(db, job_id);
             };
             rights::require(&queue_name, Privilege::Manage);
+            front::forget_at_commit(&queue_name);
             Ok(true)
         })
     })
@@ -45,6 +47,9 @@ fn jq_cancel(job_id: Option<i64>) -> spi::Result<bool> {
             let Some((_, queue_name)) = db.rows::<(i64, String)>(CANCEL, &[job_id.into(), now.into()])?.pop() else {
                 return refused(db, job_id);
             };
+            // A pending job this cancel took is pending again if it rolls back (the refusal below
+            // included), maybe below a front that claims moved past it meanwhile.
+            front::forget_at_rollback(&queue_name);
             rights::require(&queue_name, Privilege::Manage);
             counters::count(&queue_name, Counter::Cancellations);
             Ok(true)
@@ -74,9 +79,13 @@ fn jq_retry_dead(
     let max_jobs = input::max_jobs(max_jobs);
     rights::require(queue_name, Privilege::Manage);
     let now = clock::now();
-    rights::as_owner(|| {
+    let redriven = rights::as_owner(|| {
         db::count_planned_per_call(RETRY_DEAD, &[queue_name.into(), error_code.into(), max_jobs.into(), now.into()])
-    })
+    })?;
+    if redriven > 0 {
+        front::forget_at_commit(queue_name);
+    }
+    Ok(redriven)
 }
 
 /// Deletes up to `max_jobs` dead jobs of a queue, optionally only those with `error_code`, with

@@ -122,6 +122,9 @@ mod tests {
                 now.into(),
                 admitted.into(),
                 0i64.into(),
+                i32::MAX.into(),
+                pgrx::datum::TimestampWithTimeZone::negative_infinity().into(),
+                i64::MIN.into(),
             ];
             Spi::explain_with_args(include_str!("../../sql/queries/claim.sql"), &args).unwrap().0
         };
@@ -190,16 +193,28 @@ mod tests {
 
     fn assert_generic_plans_use_indexes() {
         for batch in [1, 1000] {
-            let claim = generic_plan(
-                include_str!("../../sql/queries/claim.sql"),
-                "text, text, interval, int, timestamptz, boolean, bigint",
-                &format!("'q1', 'w', NULL, {batch}, now(), false, 0"),
-            );
-            assert_no_sort_and_no_seq_scan(&claim);
-            assert_reads_index(&claim, "jq_jobs_claim");
-            assert_reads_index(&claim, "jq_jobs_fifo");
-            assert_has_node(&claim, "Tid Scan");
+            for front in ["2147483647, '-infinity', -9223372036854775808", "2, now() - interval '1 hour', 5000"] {
+                let claim = generic_plan(
+                    include_str!("../../sql/queries/claim.sql"),
+                    "text, text, interval, int, timestamptz, boolean, bigint, int, timestamptz, bigint",
+                    &format!("'q1', 'w', NULL, {batch}, now(), false, 0, {front}"),
+                );
+                assert_no_sort_and_no_seq_scan(&claim);
+                assert_reads_index(&claim, "jq_jobs_claim");
+                assert_reads_index(&claim, "jq_jobs_fifo");
+                assert_has_node(&claim, "Tid Scan");
+                assert_front_bounds_the_index_walk(&claim);
+            }
         }
+        let look = generic_plan(
+            include_str!("../../sql/queries/claim_front.sql"),
+            "text, int, timestamptz, bigint",
+            "'q1', 2, now() - interval '1 hour', 5000",
+        );
+        assert_no_sort_and_no_seq_scan(&look);
+        assert_reads_index(&look, "jq_jobs_claim");
+        assert_reads_index(&look, "jq_jobs_ordering");
+        assert_front_bounds_the_index_walk(&look);
         let running = generic_plan(include_str!("../../sql/queries/claim_running.sql"), "text", "'q3'");
         assert_no_seq_scan(&running);
         // What a waiting claim runs between its looks.
@@ -271,6 +286,17 @@ mod tests {
         let plan = Spi::explain(&format!("EXECUTE jq_plan_test ({args})")).unwrap().0;
         run("DEALLOCATE jq_plan_test");
         plan
+    }
+
+    /// The claim front is where the walk of the claim index starts (an index condition), not a
+    /// filter on every entry from the queue's first: that is what lets claims skip the entries an
+    /// old snapshot keeps.
+    fn assert_front_bounds_the_index_walk(plan: &serde_json::Value) {
+        let bounded = plan_nodes(plan).iter().any(|n| {
+            n["Index Name"] == "jq_jobs_claim"
+                && n["Index Cond"].as_str().is_some_and(|c| c.contains("ROW(available_at, id) >= ROW("))
+        });
+        assert!(bounded, "the claim front does not bound the walk of jq_jobs_claim: {plan}");
     }
 
     fn assert_has_node(plan: &serde_json::Value, node_type: &str) {

@@ -1,5 +1,5 @@
 //! What backends share, when the library is preloaded: the wake-up slots (`wake`), the counters
-//! (`counters`), the count of listeners (`listeners`), and the end-of-transaction hook they all
+//! (`counters`), the count of listeners (`listeners`), the claim fronts (`front`), and the end-of-transaction hook they all
 //! use (`xact`). This module owns the server hooks: it asks for one block of shared memory for every
 //! part, and at startup hands each part its own piece. The parts never look each other up.
 //!
@@ -7,6 +7,7 @@
 //! shared memory, and each part says what it does then.
 
 pub mod counters;
+pub mod front;
 pub mod histogram;
 pub mod listeners;
 mod queue_key;
@@ -41,7 +42,9 @@ unsafe extern "C-unwind" fn request() {
         if let Some(prev) = PREV_SHMEM_REQUEST {
             prev();
         }
-        pg_sys::RequestAddinShmemSpace(wake::shared_size() + listeners::shared_size() + counters::shared_size());
+        pg_sys::RequestAddinShmemSpace(
+            wake::shared_size() + listeners::shared_size() + counters::shared_size() + front::shared_size(),
+        );
     }
 }
 
@@ -61,6 +64,8 @@ unsafe extern "C-unwind" fn attach() {
         listeners::attach(base, new);
         let (base, new) = part(c"pg_jobqueue stats", counters::shared_size());
         counters::attach(base, new);
+        let (base, new) = part(c"pg_jobqueue claim fronts", front::shared_size());
+        front::attach(base, new);
         pg_sys::LWLockRelease(lock);
     }
 }

@@ -414,13 +414,13 @@ fn boundary_10_a_million_job_backlog_keeps_plans_and_recovers_in_bounded_passes(
     };
     client
         .batch_execute(&format!(
-            "PREPARE claim(text, text, interval, int, timestamptz, bool, bigint) AS {};
+            "PREPARE claim(text, text, interval, int, timestamptz, bool, bigint, int, timestamptz, bigint) AS {};
              PREPARE reap(int, timestamptz, text, bigint[], bigint) AS {};",
             include_str!("../../../sql/queries/claim.sql"),
             include_str!("../../../sql/queries/reap.sql")
         ))
         .unwrap();
-    let claim_plan = plan(&mut client, "EXPLAIN EXECUTE claim('big', 'w', NULL, 10, clock_timestamp(), false, 0)");
+    let claim_plan = plan(&mut client, "EXPLAIN EXECUTE claim('big', 'w', NULL, 10, clock_timestamp(), false, 0, 2147483647, '-infinity', -9223372036854775808)");
     assert!(claim_plan.contains("jq_jobs_claim") && !claim_plan.contains("Seq Scan on jq_jobs"), "{claim_plan}");
     let reap_plan = plan(&mut client, "EXPLAIN EXECUTE reap(10000, clock_timestamp(), NULL, '{}', NULL)");
     assert!(reap_plan.contains("jq_jobs_running") && !reap_plan.contains("Seq Scan on jq_jobs"), "{reap_plan}");

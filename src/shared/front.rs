@@ -1,0 +1,482 @@
+//! The claim front: per queue, a key in claim order below which no job is claimable, so that a
+//! claim starts its index walk there instead of at the queue's first entry (README, "Old
+//! snapshots").
+//!
+//! Why: a claimed job leaves the claim index only when vacuum removes its old entry, and vacuum
+//! cannot while any snapshot older than the claim is held. A claim then visits every job claimed
+//! since that snapshot, entry by entry, before it finds a pending one: the longer a report or a
+//! forgotten transaction holds its snapshot, the slower every claim. The front skips them.
+//!
+//! The rule that keeps it safe: every committed pending job that no transaction holds locked has a
+//! key at or above its queue's front. So
+//! - whatever makes a job pending lowers the front to the job's key, after its commit is visible
+//!   (enqueue, a retry after failure), or forgets it (re-drive, lease expiry, a cancel that rolls
+//!   back: rare, and their keys are not at hand); a claim that rolls back lowers it to the keys it
+//!   had locked;
+//! - a claim moves the front up only to a key it has proved: the lowest key it claimed in priority
+//!   order, when that is on the front's priority (every row between is then due and was seen by the
+//!   claim: running, locked by another claim, or committed too late for its snapshot); otherwise a
+//!   look from the front for the first pending key (`claim_front.sql`);
+//! - a move up is checked against every lowering since the claim read the front (`seq`, and the
+//!   last RECENT lowerings with their keys): it never passes a job made pending meanwhile;
+//! - queues whose jobs use ordering keys do not move: a keyed job waiting for its predecessor stays
+//!   pending behind the claims that passed it. Their claims walk from the start, as without preload;
+//! - whatever changes jobs outside the jq_* functions (an operator's UPDATE, a restore) is found by
+//!   the look from the start that each queue's front takes at least once a second.
+//!
+//! Queues map to slots by hash, and a slot holds one queue's name: a queue that finds its slot
+//! taken takes it over and starts from the bottom, so two busy queues sharing a slot only cost
+//! each other the skip, never a job. Without preload there is no front, and claims walk from the
+//! start.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use pgrx::pg_sys;
+
+use super::{queue_key, xact};
+
+const SLOTS: usize = 1024;
+
+/// How many lowerings a slot remembers: a claim whose read of the front is older than this many
+/// lowerings does not move it.
+const RECENT: usize = 16;
+
+/// How long a front may go without a look from the start (microseconds).
+const FULL_LOOK_EVERY: i64 = 1_000_000;
+
+/// How long a look that found the same front again waits before the next (microseconds).
+const LOOK_AGAIN_AFTER: i64 = 10_000;
+
+/// A place in claim order: `priority DESC, available_at, id`.
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Key {
+    pub priority: i32,
+    pub available_at: pg_sys::TimestampTz,
+    pub id: i64,
+}
+
+impl Key {
+    /// Before every job: the front of a queue nothing is known of.
+    pub const BOTTOM: Key = Key { priority: i32::MAX, available_at: i64::MIN, id: i64::MIN };
+    /// After every job: the front of a queue with no pending job.
+    pub const TOP: Key = Key { priority: i32::MIN, available_at: i64::MAX, id: i64::MAX };
+
+    fn order(&self) -> (std::cmp::Reverse<i32>, i64, i64) {
+        (std::cmp::Reverse(self.priority), self.available_at, self.id)
+    }
+}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Key {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.order().cmp(&other.order())
+    }
+}
+
+const EMPTY: u8 = 0;
+const MARKED: u8 = 1;
+const KEYED: u8 = 2;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Lowering {
+    seq: u64,
+    key: Key,
+    keyed: bool,
+    /// A forget: jobs of unknown keys, maybe with ordering keys, became pending.
+    forgot: bool,
+}
+
+/// One queue's front. Every field but `lock` is read and written only under `lock`.
+#[repr(C)]
+struct Slot {
+    lock: AtomicU32,
+    state: u8,
+    name_len: u8,
+    database: u32,
+    name: [u8; 64],
+    seq: u64,
+    mark: Key,
+    /// No look from the front before this time.
+    look_after: pg_sys::TimestampTz,
+    /// When the front last came from a look from the start.
+    looked_from_bottom: pg_sys::TimestampTz,
+    recent: [Lowering; RECENT],
+}
+
+/// What a claim read of its queue's front, before its snapshot was taken.
+#[derive(Clone, Copy, Debug)]
+pub struct Seen {
+    seq: u64,
+    /// Where the claim starts: the front, or BOTTOM for a queue whose front does not move.
+    pub mark: Key,
+    pub keyed: bool,
+    /// Whether a look from the front may run now.
+    pub look_due: bool,
+    /// Whether the front is due for a look from the start.
+    pub full_look_due: bool,
+}
+
+impl Slot {
+    fn owns(&self, database: u32, queue_name: &str) -> bool {
+        self.state != EMPTY
+            && self.database == database
+            && &self.name[..usize::from(self.name_len)] == queue_name.as_bytes()
+    }
+
+    fn take(&mut self, database: u32, queue_name: &str) {
+        let name = queue_name.as_bytes();
+        let len = name.len().min(self.name.len());
+        self.name[..len].copy_from_slice(&name[..len]);
+        self.name_len = len as u8;
+        self.database = database;
+        self.state = MARKED;
+        self.mark = Key::BOTTOM;
+        self.look_after = i64::MIN;
+        // Readers of the queue that had the slot before must not move this one.
+        self.forget();
+    }
+
+    fn read(&self, now: pg_sys::TimestampTz) -> Seen {
+        let keyed = self.state == KEYED;
+        Seen {
+            seq: self.seq,
+            mark: if keyed { Key::BOTTOM } else { self.mark },
+            keyed,
+            look_due: now >= self.look_after,
+            full_look_due: now.saturating_sub(self.looked_from_bottom) > FULL_LOOK_EVERY,
+        }
+    }
+
+    fn lower(&mut self, key: Key, keyed: bool) {
+        self.remember(Lowering { seq: 0, key, keyed, forgot: false });
+        if keyed {
+            self.state = KEYED;
+        } else if self.state == MARKED && key < self.mark {
+            self.mark = key;
+        }
+    }
+
+    /// Back to the bottom, and not to move again before a look from the start: jobs became pending
+    /// whose keys, and whether they have ordering keys, are not known.
+    fn forget(&mut self) {
+        self.remember(Lowering { seq: 0, key: Key::BOTTOM, keyed: false, forgot: true });
+        if self.state == MARKED {
+            self.mark = Key::BOTTOM;
+        }
+        self.looked_from_bottom = i64::MIN;
+    }
+
+    fn remember(&mut self, mut lowering: Lowering) {
+        self.seq += 1;
+        lowering.seq = self.seq;
+        self.recent[(self.seq % RECENT as u64) as usize] = lowering;
+        self.look_after = i64::MIN;
+    }
+
+    /// The lowest key lowered to since `seen` and whether a keyed job came; None when too many
+    /// lowerings came to tell, or a forget.
+    fn lowered_since(&self, seen: &Seen) -> Option<(Key, bool)> {
+        let since = self.seq.checked_sub(seen.seq)?;
+        if since > RECENT as u64 {
+            return None;
+        }
+        let mut low = (Key::TOP, false);
+        for seq in seen.seq + 1..=self.seq {
+            let lowering = self.recent[(seq % RECENT as u64) as usize];
+            if lowering.forgot {
+                return None;
+            }
+            low = (low.0.min(lowering.key), low.1 || lowering.keyed);
+        }
+        Some(low)
+    }
+
+    /// A claim proved that nothing unlocked is pending below `to` (as of its read `seen`).
+    fn advance(&mut self, seen: &Seen, to: Key) {
+        if self.state != MARKED || seen.full_look_due {
+            return;
+        }
+        if let Some((low, false)) = self.lowered_since(seen) {
+            self.mark = self.mark.max(to.min(low));
+        }
+    }
+
+    /// A look found `found` (TOP: nothing) to be the first pending key from where it looked.
+    fn install(&mut self, seen: &Seen, found: Key, keyed: bool, from_bottom: bool, now: pg_sys::TimestampTz) {
+        let Some((low, keyed_since)) = self.lowered_since(seen) else {
+            return;
+        };
+        if !from_bottom && seen.full_look_due {
+            return;
+        }
+        if from_bottom {
+            self.looked_from_bottom = now;
+        }
+        if keyed || keyed_since {
+            self.state = KEYED;
+            return;
+        }
+        // What the look proved, even below the front: a look from the start is how a job made
+        // pending outside the jq_* functions is found.
+        let before = self.mark;
+        self.mark = found.min(low);
+        self.state = MARKED;
+        self.look_after = if self.mark.available_at > now {
+            // The front is a job not yet due: nothing above it can be proved before then.
+            self.mark.available_at
+        } else if self.mark == before {
+            now.saturating_add(LOOK_AGAIN_AFTER)
+        } else {
+            i64::MIN
+        };
+    }
+}
+
+/// The slot array in shared memory; null unless the library was preloaded. Set when the process
+/// attaches shared memory, read-only afterwards.
+static mut SHARED: *mut Slot = std::ptr::null_mut();
+
+pub fn shared_size() -> usize {
+    std::mem::size_of::<Slot>() * SLOTS
+}
+
+/// Takes the fronts' part of shared memory (`shared_size()` bytes at `base`), zeroed (every slot
+/// empty) when `new`. Only from the shared-memory startup hook.
+pub unsafe fn attach(base: *mut u8, new: bool) {
+    // SAFETY: `base` holds SLOTS slots, and zero bytes are an empty, unlocked slot; the pointer is
+    // written once per process, before any SQL function of it runs.
+    unsafe {
+        if new {
+            std::ptr::write_bytes(base, 0, shared_size());
+        }
+        SHARED = base.cast();
+    }
+}
+
+/// Runs `f` on the queue's slot under its lock; None without shared memory.
+fn with_slot<R>(queue_name: &str, f: impl FnOnce(&mut Slot, u32) -> R) -> Option<R> {
+    // SAFETY: read-only after startup.
+    let shared = unsafe { SHARED };
+    if shared.is_null() {
+        return None;
+    }
+    // SAFETY: the index is below SLOTS.
+    let slot = unsafe { &mut *shared.add((queue_key::hash(queue_name) % SLOTS as u64) as usize) };
+    while slot.lock.compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        std::hint::spin_loop();
+    }
+    // Under the lock, which only this code takes, for a few field copies that cannot fail: no other
+    // process touches the slot's fields meanwhile.
+    let result = f(slot, queue_key::database());
+    slot.lock.store(0, Ordering::Release);
+    Some(result)
+}
+
+/// Reads the queue's front, taking its slot over if another queue has it. None without shared
+/// memory. To be called before the claim's statement takes its snapshot.
+pub fn read(queue_name: &str, now: pg_sys::TimestampTz) -> Option<Seen> {
+    with_slot(queue_name, |slot, database| {
+        if !slot.owns(database, queue_name) {
+            slot.take(database, queue_name);
+        }
+        slot.read(now)
+    })
+}
+
+/// A claim that read `seen` found nothing unlocked pending below `to`, on the front's priority.
+pub fn advance(queue_name: &str, seen: &Seen, to: Key) {
+    with_slot(queue_name, |slot, database| {
+        if slot.owns(database, queue_name) {
+            slot.advance(seen, to);
+        }
+    });
+}
+
+/// A look, after the read `seen`, found `found` (TOP: nothing) to be the first pending key from
+/// where it looked, and whether jobs with ordering keys are live.
+pub fn install(queue_name: &str, seen: &Seen, found: Key, keyed: bool, from_bottom: bool, now: pg_sys::TimestampTz) {
+    with_slot(queue_name, |slot, database| {
+        if slot.owns(database, queue_name) {
+            slot.install(seen, found, keyed, from_bottom, now);
+        }
+    });
+}
+
+fn lower(queue_name: &str, key: Key, keyed: bool) {
+    with_slot(queue_name, |slot, database| {
+        if slot.owns(database, queue_name) {
+            slot.lower(key, keyed);
+        }
+    });
+}
+
+/// The transaction made a job pending at `key` (with an ordering key: `keyed`): once it commits,
+/// the front is at or below it.
+pub fn lower_at_commit(queue_name: &str, key: Key, keyed: bool) {
+    if preloaded() {
+        let queue_name = queue_name.to_owned();
+        xact::at_commit(move || lower(&queue_name, key, keyed));
+    }
+}
+
+/// The transaction made jobs of the queue pending whose keys are not at hand: once it commits,
+/// the front is back at the bottom until a look from the start.
+pub fn forget_at_commit(queue_name: &str) {
+    if preloaded() {
+        let queue_name = queue_name.to_owned();
+        xact::at_commit(move || forget(&queue_name));
+    }
+}
+
+/// The (sub)transaction locked jobs of the queue that are pending again if it rolls back.
+pub fn forget_at_rollback(queue_name: &str) {
+    if preloaded() {
+        let queue_name = queue_name.to_owned();
+        xact::at_rollback(move || forget(&queue_name));
+    }
+}
+
+fn forget(queue_name: &str) {
+    with_slot(queue_name, |slot, database| {
+        if slot.owns(database, queue_name) {
+            slot.forget();
+        }
+    });
+}
+
+/// The (sub)transaction locked pending jobs, the lowest at `key`; if it rolls back they are
+/// pending again, and claims may have moved the front past them meanwhile.
+pub fn lower_at_rollback(queue_name: &str, key: Key) {
+    if preloaded() {
+        let queue_name = queue_name.to_owned();
+        xact::at_rollback(move || lower(&queue_name, key, false));
+    }
+}
+
+fn preloaded() -> bool {
+    // SAFETY: read-only after startup.
+    !unsafe { SHARED }.is_null()
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pgrx::pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    use super::{Key, Lowering, Slot, EMPTY, KEYED, MARKED, RECENT};
+
+    fn key(priority: i32, available_at: i64, id: i64) -> Key {
+        Key { priority, available_at, id }
+    }
+
+    fn slot() -> Slot {
+        let mut slot = Slot {
+            lock: Default::default(),
+            state: EMPTY,
+            name_len: 0,
+            database: 0,
+            name: [0; 64],
+            seq: 0,
+            mark: Key::BOTTOM,
+            look_after: 0,
+            looked_from_bottom: 0,
+            recent: [Lowering { seq: 0, key: Key::BOTTOM, keyed: false, forgot: false }; RECENT],
+        };
+        slot.take(1, "q");
+        slot
+    }
+
+    #[pg_test]
+    fn keys_follow_claim_order() {
+        assert!(key(5, 100, 1) < key(1, 0, 0), "a higher priority comes first");
+        assert!(key(1, 10, 9) < key(1, 20, 1), "then the earlier available_at");
+        assert!(key(1, 10, 1) < key(1, 10, 2), "then the lower id");
+        assert!(Key::BOTTOM < key(i32::MAX, i64::MIN + 1, 0) && key(i32::MIN, i64::MAX, i64::MAX - 1) < Key::TOP);
+    }
+
+    #[pg_test]
+    fn a_claim_moves_the_front_only_past_what_nobody_lowered_meanwhile() {
+        let mut front = slot();
+        let seen = front.read(0);
+        front.install(&seen, key(0, 10, 1), false, true, 0);
+        assert_eq!(front.mark, key(0, 10, 1));
+
+        let seen = front.read(0);
+        front.advance(&seen, key(0, 50, 5));
+        assert_eq!(front.mark, key(0, 50, 5));
+
+        // An enqueue below where the next claim would move it commits after that claim's read.
+        let seen = front.read(0);
+        front.lower(key(0, 60, 6), false);
+        front.lower(key(0, 20, 7), false);
+        assert_eq!(front.mark, key(0, 20, 7), "a lowering takes effect at once");
+        front.advance(&seen, key(0, 90, 9));
+        assert_eq!(front.mark, key(0, 20, 7), "the claim cannot pass the job made pending after its read");
+
+        // A claim that read after the lowering may pass it.
+        let seen = front.read(0);
+        front.advance(&seen, key(0, 90, 9));
+        assert_eq!(front.mark, key(0, 90, 9));
+
+        // Never down: a slower claim's lower proof does not undo a higher one.
+        front.advance(&seen, key(0, 70, 1));
+        assert_eq!(front.mark, key(0, 90, 9));
+    }
+
+    #[pg_test]
+    fn a_read_older_than_the_remembered_lowerings_moves_nothing() {
+        let mut front = slot();
+        let seen = front.read(0);
+        for _ in 0..=RECENT {
+            front.lower(Key::TOP, false);
+        }
+        front.install(&seen, key(0, 10, 1), false, true, 0);
+        front.advance(&seen, key(0, 10, 1));
+        assert_eq!(front.mark, Key::BOTTOM);
+    }
+
+    #[pg_test]
+    fn a_keyed_job_stops_the_front_until_a_look_finds_none() {
+        let mut front = slot();
+        let seen = front.read(0);
+        front.lower(key(0, 10, 1), true);
+        front.install(&seen, key(0, 10, 1), false, true, 0);
+        assert_eq!(front.state, KEYED, "a keyed enqueue after the read wins over the look");
+        let seen = front.read(0);
+        assert!(seen.keyed && seen.mark == Key::BOTTOM, "claims of a keyed queue start from the bottom");
+        front.advance(&seen, key(0, 50, 5));
+        assert_eq!(front.state, KEYED);
+        front.install(&seen, key(0, 50, 5), false, true, 0);
+        assert_eq!((front.state, front.mark), (MARKED, key(0, 50, 5)));
+    }
+
+    #[pg_test]
+    fn a_slot_taken_over_forgets_the_other_queues_front() {
+        let mut front = slot();
+        let seen = front.read(0);
+        front.install(&seen, key(0, 10, 1), false, true, 0);
+        assert!(front.owns(1, "q") && !front.owns(1, "r") && !front.owns(2, "q"));
+        front.take(1, "r");
+        assert_eq!(front.mark, Key::BOTTOM);
+        front.advance(&seen, key(0, 90, 9));
+        assert_eq!(front.mark, Key::BOTTOM, "a reader of the queue before may not move the new one");
+    }
+
+    #[pg_test]
+    fn a_front_not_yet_due_waits_for_its_time_before_the_next_look() {
+        let mut front = slot();
+        let seen = front.read(0);
+        front.install(&seen, key(9, 5_000, 1), false, true, 1_000);
+        let seen = front.read(1_000);
+        assert!(!seen.look_due);
+        assert!(front.read(5_000).look_due);
+        assert!(!seen.full_look_due && front.read(1_000 + super::FULL_LOOK_EVERY + 1).full_look_due);
+    }
+}
