@@ -19,6 +19,7 @@ pub static INLINE_REAP_MAX: GucSetting<i32> = GucSetting::<i32>::new(10);
 pub static INLINE_REAP_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 
 pub static ASYNC_CLAIMS: GucSetting<bool> = GucSetting::<bool>::new(true);
+pub static CLAIM_FRONT: GucSetting<bool> = GucSetting::<bool>::new(true);
 pub static STATS_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
 pub static STATS_MAX_QUEUES: GucSetting<i32> = GucSetting::<i32>::new(256);
 
@@ -128,6 +129,14 @@ pub fn init() {
         c"Whether a transaction that only claims or heartbeats commits without waiting for its WAL flush.",
         c"A claim or heartbeat that a crash loses is harmless: the job runs again, and its lost token is never handed out again. Any other write in the transaction keeps the commit durable.",
         &ASYNC_CLAIMS,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"pg_jobqueue.claim_front",
+        c"Whether this session's claims start at their queue's claim front (needs shared_preload_libraries).",
+        c"Off: they walk the claim index from the queue's start, as without preload, and never move the front; everything that makes a job pending still lowers it. For measuring what the front saves.",
+        &CLAIM_FRONT,
         GucContext::Userset,
         GucFlags::default(),
     );

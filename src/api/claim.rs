@@ -108,7 +108,7 @@ fn claim_now(
         None => tokens::raise()?,
     };
     // Read before the claim's snapshot is taken (see `move_front`).
-    let seen = front::read(queue_name, now.into());
+    let seen = if crate::guc::CLAIM_FRONT.get() { front::read(queue_name, now.into()) } else { None };
     let mark = seen.map_or(Key::BOTTOM, |seen| seen.mark);
     let args = |batch_size: i32, admitted: bool| -> [DatumWithOid<'static>; 10] {
         [
