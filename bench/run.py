@@ -22,6 +22,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEMS_DIR = ROOT / "bench" / "systems"
 SYSTEMS = ["jobqueue", "baseline", "pgmq"]
+# pg_jobqueue again with one setting changed, in a database of its own, for the workloads where it
+# matters: the same run then measures what the setting saves.
+VARIANTS = {
+    "jq_no_front": (["pg_jobqueue.claim_front = off"], ["w3", "w5"]),
+    "jq_sync_claims": (["pg_jobqueue.async_claims = off"], ["w3", "w4_10"]),
+}
 CLIENTS = 8
 # A fixed configuration, the same for every system; synchronous_commit is set per pass.
 SERVER_CONF = [
@@ -68,16 +74,22 @@ class Cluster:
 
 
 class System:
-    def __init__(self, cluster, name):
+    def __init__(self, cluster, name, settings=(), workloads=()):
         self.cluster = cluster
         self.name = name
-        self.dir = SYSTEMS_DIR / name
+        self.dir = SYSTEMS_DIR / ("jobqueue" if settings else name)
+        self.settings = settings
+        # Empty: every workload.
+        self.workloads = workloads
 
     def sql(self, file, **variables):
         return self.cluster.psql(self.name, file=self.dir / f"{file}.sql", variables=variables)
 
     def install(self, pgmq_sql):
         self.cluster.psql("postgres", f"CREATE DATABASE {self.name}")
+        for setting in self.settings:
+            name, value = (part.strip() for part in setting.split("="))
+            self.cluster.psql("postgres", f"ALTER DATABASE {self.name} SET {name} = {value}")
         if self.name == "pgmq":
             self.cluster.psql(self.name, file=pgmq_sql)
         self.sql("setup")
@@ -166,17 +178,20 @@ def throughput_run(system, workload, script, jobs_per_tx, seconds, defines, fill
     """One timed run from a prefilled (or empty) queue; repeated with more jobs if it drained."""
     while True:
         system.prepare(fill)
+        wal_before = system.cluster.psql(system.name, "SELECT pg_current_wal_insert_lsn()")
         if hold_snapshot:
             with SnapshotHolder(system.cluster, system.name):
                 tps, latencies = pgbench(system, script, CLIENTS, defines, seconds=seconds)
         else:
             tps, latencies = pgbench(system, script, CLIENTS, defines, seconds=seconds)
+        wal = int(system.cluster.psql(system.name, f"SELECT pg_current_wal_insert_lsn() - '{wal_before}'::pg_lsn"))
         if not fill or system.pending() > 0:
             break
         print(f"    {system.name} {workload}: the queue drained; again with {fill * 3} jobs", flush=True)
         fill *= 3
+    # WAL of the whole server over the run, per job moved: the other databases are idle meanwhile.
     result = {"jobs_per_s": tps * jobs_per_tx, "p50_ms": percentile(latencies, 0.50),
-              "p99_ms": percentile(latencies, 0.99)}
+              "p99_ms": percentile(latencies, 0.99), "wal_bytes_per_job": wal / max(1, len(latencies) * jobs_per_tx)}
     result.update(system.footprint())
     return result
 
@@ -200,13 +215,14 @@ def throughput_workloads(systems, seconds, runs, wanted):
     for workload, script, jobs_per_tx, defines, fill, hold in specs:
         if wanted and workload not in wanted:
             continue
-        per_system = {s.name: [] for s in systems}
+        taking_part = [s for s in systems if not s.workloads or workload in s.workloads]
+        per_system = {s.name: [] for s in taking_part}
         for run in range(runs):
-            for system in systems:
+            for system in taking_part:
                 size = fill if fill is not None else max(20000, EXPECTED_RATE[workload] * seconds * 3 // 2)
                 r = throughput_run(system, workload, script, jobs_per_tx, seconds, defines, size, hold)
                 per_system[system.name].append(r)
-                print(f"  {workload:7} run {run + 1}  {system.name:9} {r['jobs_per_s']:10.0f} jobs/s"
+                print(f"  {workload:7} run {run + 1}  {system.name:14} {r['jobs_per_s']:10.0f} jobs/s"
                       f"  p50 {r['p50_ms']:7.2f} ms  p99 {r['p99_ms']:7.2f} ms", flush=True)
         results[workload] = {name: median_of(rs) for name, rs in per_system.items()}
     return results
@@ -257,15 +273,17 @@ def reap_workload(system, leases):
 
 
 def notify_cost_workload(system, seconds, runs):
-    """W1 on pg_jobqueue with the queue's NOTIFY off, on with nobody listening, and on with one
-    session listening, runs alternating: what the notification costs enqueue throughput. NOTIFY
-    serialises the commits of notifying transactions; with the library preloaded (as here) an
-    enqueue notifies only while some session listens on its queue's channel."""
-    figures = {"off": [], "on": [], "listened": []}
+    """W1 on pg_jobqueue with the queue's NOTIFY off, at its default (NULL) with nobody listening
+    and with one session listening, and on (true) for every enqueue, runs alternating: what the
+    notification costs enqueue throughput. NOTIFY serialises the commits of notifying transactions;
+    at the default, a preloaded library notifies only while some session listens on the queue's
+    channel, and one that is not preloaded never."""
+    settings = {"off": "false", "on": "NULL", "listened": "NULL", "always": "true"}
+    figures = {variant: [] for variant in settings}
     for run in range(runs):
         for variant in figures:
             system.cluster.psql(system.name, f"""
-                INSERT INTO jq_queues (queue_name, notify) VALUES ('bench', {variant != 'off'})
+                INSERT INTO jq_queues (queue_name, notify) VALUES ('bench', {settings[variant]})
                 ON CONFLICT (queue_name) DO UPDATE SET notify = EXCLUDED.notify""")
             listener = None
             if variant == "listened":
@@ -347,20 +365,20 @@ def report(passes):
     lines = []
     for sync, result in passes.items():
         lines.append(f"\nsynchronous_commit = {sync}")
-        lines.append(f"{'workload':9} {'system':9} {'jobs/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-                     f"{'table MB':>9} {'index MB':>9} {'dead':>8} {'jq/this':>8}")
+        lines.append(f"{'workload':9} {'system':14} {'jobs/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
+                     f"{'table MB':>9} {'index MB':>9} {'dead':>8} {'WAL/job':>8} {'jq/this':>8}")
         for workload, name, r, ratio in throughput_rows(result):
-            lines.append(f"{workload:9} {name:9} {r['jobs_per_s']:9.0f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} "
+            lines.append(f"{workload:9} {name:14} {r['jobs_per_s']:9.0f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} "
                          f"{r['table_bytes'] / 2**20:9.1f} {r['index_bytes'] / 2**20:9.1f} "
-                         f"{r['dead_tuples']:8.0f} {ratio:>8}")
+                         f"{r['dead_tuples']:8.0f} {r['wal_bytes_per_job']:8.0f} {ratio:>8}")
         for name, r in result["claim_latency"].items():
             lines.append(f"w6        {name:9} claim p50 {r['small']['p50_ms']:.3f} ms with {r['small']['jobs']} jobs, "
                          f"{r['backlog']['p50_ms']:.3f} ms with {r['backlog']['jobs']}: {r['ratio_p50']:.2f}x")
         w7 = result["reap"]
         lines.append(f"w7        jobqueue  {w7['reaped']} leases reaped in {w7['seconds']:.2f} s, {w7['passes']} passes")
         nc = result["notify_cost"]
-        lines.append(f"w1        jobqueue  NOTIFY off {nc['off']:.0f} jobs/s, on and nobody listening {nc['on']:.0f}, "
-                     f"on with a listener {nc['listened']:.0f} jobs/s")
+        lines.append(f"w1        jobqueue  NOTIFY off {nc['off']:.0f} jobs/s, default and nobody listening {nc['on']:.0f}, "
+                     f"default with a listener {nc['listened']:.0f}, always {nc.get('always', 0):.0f} jobs/s")
         sc = result["stats_cost"]
         lines.append(f"w3        jobqueue  counters off {sc['off']:.0f} jobs/s, on {sc['on']:.0f} jobs/s: "
                      f"counting costs {sc['cost'] * 100:.1f}% (goal under 3%)")
@@ -386,12 +404,13 @@ def markdown(results):
                  f"{meta['server']}; {meta['runs']} runs of {meta['seconds']} s, {meta['clients']} clients, median.")
     for sync, result in results["passes"].items():
         lines += ["", f"`synchronous_commit = {sync}`", "",
-                  "| workload | system | jobs/s | p50 ms | p99 ms | table MB | index MB | dead tuples | jobqueue / system |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| workload | system | jobs/s | p50 ms | p99 ms | table MB | index MB | dead tuples | WAL bytes/job | jobqueue / system |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for workload, name, r, ratio in throughput_rows(result):
             lines.append(f"| {workload.upper().replace('_', ' batch ')} | {name} | {r['jobs_per_s']:,.0f} | "
                          f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['table_bytes'] / 2**20:.1f} | "
-                         f"{r['index_bytes'] / 2**20:.1f} | {r['dead_tuples']:,.0f} | {ratio} |")
+                         f"{r['index_bytes'] / 2**20:.1f} | {r['dead_tuples']:,.0f} | "
+                         f"{r.get('wal_bytes_per_job', float('nan')):,.0f} | {ratio} |")
         lines += ["", "| W6 | claim p50, 10,000 jobs | claim p50, 1,000,000 jobs | ratio |", "|---|---:|---:|---:|"]
         for name, r in result["claim_latency"].items():
             lines.append(f"| {name} | {r['small']['p50_ms']:.3f} ms | {r['backlog']['p50_ms']:.3f} ms | {r['ratio_p50']:.2f} |")
@@ -401,8 +420,10 @@ def markdown(results):
         nc = result.get("notify_cost")
         if nc:
             lines += ["", "| W1 (pg_jobqueue) with the queue's NOTIFY | jobs/s |", "|---|---:|",
-                      f"| off | {nc['off']:,.0f} |", f"| on, nobody listening | {nc['on']:,.0f} |",
-                      f"| on, one session listening | {nc['listened']:,.0f} |"]
+                      f"| off | {nc['off']:,.0f} |", f"| default (NULL), nobody listening | {nc['on']:,.0f} |",
+                      f"| default (NULL), one session listening | {nc['listened']:,.0f} |"]
+            if "always" in nc:
+                lines.append(f"| on (true), every enqueue | {nc['always']:,.0f} |")
         sc = result.get("stats_cost")
         if sc:
             lines += ["", f"W3 (pg_jobqueue) with the counters off: {sc['off']:,.0f} jobs/s; on: {sc['on']:,.0f} jobs/s; "
@@ -425,6 +446,8 @@ def main():
     parser.add_argument("--only", help="comma-separated synchronous_commit passes to run (on,off)")
     parser.add_argument("--workloads", help="comma-separated workloads to run (w1,...,w5, notify, stats, w8); "
                         "W6 and W7 only when not given")
+    parser.add_argument("--no-preload", action="store_true",
+                        help="run the server as installed by default: without shared_preload_libraries")
     parser.add_argument("--output", default=str(ROOT / "target/bench/results.json"))
     parser.add_argument("--markdown", metavar="RESULTS", help="print a results file as Markdown tables and exit")
     args = parser.parse_args()
@@ -437,11 +460,14 @@ def main():
     sync_passes = (args.only or "on,off").split(",")
 
     pgmq_sql = sh(str(ROOT / "bench/fetch_pgmq.sh"), str(ROOT / "target/bench")).strip()
+    if args.no_preload:
+        SERVER_CONF[:] = [line for line in SERVER_CONF if "shared_preload_libraries" not in line]
     cluster = Cluster(args.port, os.path.join(tempfile.gettempdir(), "pg_jobqueue-bench"))
     cluster.start()
     try:
         systems = [System(cluster, name) for name in SYSTEMS]
-        for system in systems:
+        variants = [System(cluster, name, settings, workloads) for name, (settings, workloads) in VARIANTS.items()]
+        for system in systems + variants:
             system.install(pgmq_sql)
         version = cluster.psql("jobqueue", "SELECT extversion FROM pg_extension WHERE extname = 'pg_jobqueue'")
         passes = {}
@@ -449,7 +475,7 @@ def main():
             cluster.set_synchronous_commit(sync)
             print(f"synchronous_commit = {sync}: {runs} run(s) of {seconds} s, {CLIENTS} clients", flush=True)
             wanted = args.workloads.split(",") if args.workloads else None
-            passes[sync] = {"throughput": throughput_workloads(systems, seconds, runs, wanted)}
+            passes[sync] = {"throughput": throughput_workloads(systems + variants, seconds, runs, wanted)}
             if not wanted:
                 passes[sync]["claim_latency"] = claim_latency_workload(systems, runs, backlog, 500 if args.quick else 2000)
                 passes[sync]["reap"] = reap_workload(systems[0], 100_000)

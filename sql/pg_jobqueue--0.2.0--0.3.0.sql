@@ -9,7 +9,7 @@
 
 -- Rights per queue (README, "Security"): a role holds `privilege` on every queue named `queue`, or,
 -- when `queue` ends in '*', on every queue whose name starts with what comes before it ('*' alone:
--- every queue). Written by jq_grant and jq_revoke; a statement trigger (sql/rights.sql) tells every
+-- every queue). Written by jq_grant and jq_revoke; a statement trigger (sql/schema/rights.sql) tells every
 -- session to forget its cached answers when it changes.
 CREATE TABLE jq_grants (
     role      regrole NOT NULL,
@@ -120,6 +120,16 @@ ALTER TABLE jq_queues
     ADD CONSTRAINT jq_queues_retention_bounded CHECK (jq_setting_interval_ok(retention)),
     ADD CONSTRAINT jq_queues_warn_claimable_age_bounded CHECK (jq_setting_interval_ok(warn_claimable_age)),
     ADD CONSTRAINT jq_queues_warn_dead_age_bounded CHECK (jq_setting_interval_ok(warn_dead_age));
+
+-- `notify` may now be NULL, the new default: NOTIFY while someone listens, which only a preloaded
+-- library can tell, so without preload never (README, "Wake-ups"). Under 0.2.0, on meant just that
+-- where the library is preloaded, and always where it is not: so a preloaded server's queues that
+-- were on become NULL, and elsewhere they stay on (true: always) and go on notifying as before.
+ALTER TABLE jq_queues ALTER COLUMN notify DROP NOT NULL, ALTER COLUMN notify DROP DEFAULT;
+UPDATE jq_queues SET notify = NULL
+WHERE notify
+  AND 'pg_jobqueue' = ANY (pg_catalog.string_to_array(
+          pg_catalog.replace(pg_catalog.current_setting('shared_preload_libraries'), ' ', ''), ','));
 
 -- Retry delay after `attempt` failed attempts, with the queue's backoff_base and backoff_cap (the
 -- defaults for a queue without a row): see jq_backoff_delay, which cannot overflow.

@@ -30,9 +30,11 @@ CREATE TABLE jq_queues (
     -- Dead jobs are never pruned: they wait for an operator (jq_retry_dead, jq_purge_dead).
     retention     interval DEFAULT '7 days'
                   CONSTRAINT jq_queues_retention_positive CHECK (retention > interval '0'),
-    -- Whether committed enqueues send NOTIFY "jq_<queue_name>" (LISTEN wake-ups). A session reads
-    -- it at most once a second, so a change reaches every session within a second.
-    notify        boolean NOT NULL DEFAULT true,
+    -- Whether committed enqueues send NOTIFY "jq_<queue_name>" (LISTEN wake-ups): true always,
+    -- false never, NULL while someone listens, which only a preloaded library can tell (without
+    -- preload: never). A session reads it at most once a second, so a change reaches every
+    -- session within a second.
+    notify        boolean,
     -- jq_queue_health warns when a figure passes its threshold; NULL: never.
     warn_claimable_age   interval DEFAULT '5 minutes'
                   CONSTRAINT jq_queues_warn_claimable_age_positive CHECK (warn_claimable_age > interval '0'),

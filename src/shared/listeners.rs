@@ -3,8 +3,8 @@
 //!
 //! NOTIFY is expensive: PostgreSQL serialises the commits of notifying transactions (it holds a
 //! database-wide lock from queueing the notification until the commit is flushed), which halved
-//! single-job enqueue throughput in the bench. Without preload there is no count, and every
-//! enqueue notifies.
+//! single-job enqueue throughput in the bench. Without preload there is no count: a queue then
+//! notifies only if its `notify` setting is true (see `wake`).
 //!
 //! A LISTEN is counted when it runs, and the count is undone if its transaction (or savepoint)
 //! rolls back; an UNLISTEN takes effect when its transaction commits, as PostgreSQL's own does.

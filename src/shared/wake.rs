@@ -3,8 +3,10 @@
 //!
 //! Two kinds, both sent only if the enqueue commits (a rolled-back savepoint or exception block
 //! takes its wake-ups with it):
-//! - `NOTIFY "jq_<queue>"` for LISTEN clients, unless the queue's `notify` setting is off, and
-//!   (preloaded) only while someone listens (see `listeners`);
+//! - `NOTIFY "jq_<queue>"` for LISTEN clients, as the queue's `notify` setting says: `true`
+//!   always, `false` never, NULL (the default) while someone listens, which only a preloaded
+//!   library can tell (see `listeners`): without preload, never. A NOTIFY nobody hears is not free
+//!   (see `listeners`), so the default installation sends none until a queue asks;
 //! - with the library preloaded, a generation counter and condition variable per queue in shared
 //!   memory, for waiting claims. These need no LISTEN, so they work through transaction pooling.
 //!
@@ -79,15 +81,15 @@ fn slot_of(queue_name: &str) -> Option<*mut Slot> {
 }
 
 thread_local! {
-    /// What this session last read of each queue's `notify` setting, and when. A backend is one
-    /// thread.
-    static NOTIFY_ON: RefCell<HashMap<String, (bool, Instant)>> = RefCell::new(HashMap::new());
+    /// What this session last read of each queue's `notify` setting (None: NULL), and when. A
+    /// backend is one thread.
+    static NOTIFY_SETTINGS: RefCell<HashMap<String, (Option<bool>, Instant)>> = RefCell::new(HashMap::new());
 }
 
 /// Records that this transaction enqueued jobs into the queue: LISTEN clients and waiting claimers
 /// are told once it commits, and never if it (or the savepoint around the enqueue) rolls back.
 pub fn after_enqueue(db: &mut Session, queue_name: &str) -> spi::Result<()> {
-    if listeners::may_have_listeners(queue_name) && notify_enabled(db, queue_name)? {
+    if notifies(db, queue_name)? {
         send_notify(queue_name);
     }
     if let Some(slot) = slot_of(queue_name) {
@@ -114,18 +116,32 @@ fn send_notify(queue_name: &str) {
     }
 }
 
-/// The queue's `notify` setting (on for a queue without a row), read at most once a second per
-/// session and queue: the setting changes rarely, and enqueue is a hot path.
-fn notify_enabled(db: &mut Session, queue_name: &str) -> spi::Result<bool> {
-    let cached = NOTIFY_ON
-        .with(|seen| seen.borrow().get(queue_name).filter(|(_, at)| at.elapsed() < SETTING_TTL).map(|(on, _)| *on));
-    if let Some(on) = cached {
-        return Ok(on);
+/// Whether a committed enqueue into the queue sends its NOTIFY (README, "Wake-ups").
+fn notifies(db: &mut Session, queue_name: &str) -> spi::Result<bool> {
+    if !crate::rights::enforced() {
+        // SQL definitions older than 0.3.0 (until ALTER EXTENSION UPDATE): their `notify` is never
+        // NULL, and on meant "while someone may listen", which without preload was always.
+        return Ok(listeners::may_have_listeners(queue_name)
+            && db.first::<bool>(NOTIFY_SETTING_LEGACY, &[queue_name.into()])?.unwrap_or(true));
     }
-    let query = if crate::rights::enforced() { NOTIFY_SETTING } else { NOTIFY_SETTING_LEGACY };
-    let on = db.first::<bool>(query, &[queue_name.into()])?.unwrap_or(true);
-    NOTIFY_ON.with(|seen| seen.borrow_mut().insert(queue_name.to_owned(), (on, Instant::now())));
-    Ok(on)
+    Ok(match notify_setting(db, queue_name)? {
+        Some(always) => always,
+        None => crate::guc::preloaded() && listeners::may_have_listeners(queue_name),
+    })
+}
+
+/// The queue's `notify` setting (None: NULL, or a queue without a row), read at most once a second
+/// per session and queue: the setting changes rarely, and enqueue is a hot path.
+fn notify_setting(db: &mut Session, queue_name: &str) -> spi::Result<Option<bool>> {
+    let cached = NOTIFY_SETTINGS.with(|seen| {
+        seen.borrow().get(queue_name).filter(|(_, at)| at.elapsed() < SETTING_TTL).map(|(setting, _)| *setting)
+    });
+    if let Some(setting) = cached {
+        return Ok(setting);
+    }
+    let setting = db.first::<bool>(NOTIFY_SETTING, &[queue_name.into()])?;
+    NOTIFY_SETTINGS.with(|seen| seen.borrow_mut().insert(queue_name.to_owned(), (setting, Instant::now())));
+    Ok(setting)
 }
 
 /// The queue's wake-up generation, to be read before looking for work, so that a commit between

@@ -147,3 +147,28 @@ fn an_upgrade_from_0_2_0_moves_table_rights_to_queue_rights_and_keeps_leases() {
     let pending: i64 = old.query_one("SELECT count(*) FROM jq_jobs WHERE status = 'pending'", &[]).unwrap().get(0);
     assert_eq!(pending, 1, "every job is still there");
 }
+
+/// Under 0.2.0 `notify` on meant "while someone listens" on a preloaded server and "always" on one
+/// that is not; after the upgrade each queue does what it did.
+#[test]
+fn an_upgrade_from_0_2_0_keeps_what_each_queue_notified() {
+    for (settings, was_on) in [(&[][..], "true"), (&["shared_preload_libraries = 'pg_jobqueue'"][..], "NULL")] {
+        let cluster = Cluster::start_with(settings);
+        let mut admin = cluster.connect();
+        admin.batch_execute("CREATE DATABASE upgraded").unwrap();
+        let dsn = cluster.dsn().replace("dbname=postgres", "dbname=upgraded");
+        let mut old = postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
+        old.batch_execute(
+            "CREATE EXTENSION pg_jobqueue VERSION '0.2.0';
+             INSERT INTO jq_queues (queue_name) VALUES ('on');
+             INSERT INTO jq_queues (queue_name, notify) VALUES ('off', false);
+             ALTER EXTENSION pg_jobqueue UPDATE TO '0.3.0';",
+        )
+        .unwrap();
+        let notify = text_rows(
+            &mut old,
+            "SELECT queue_name || ' ' || coalesce(notify::text, 'NULL') FROM jq_queues ORDER BY queue_name",
+        );
+        assert_eq!(notify, ["off false".to_owned(), format!("on {was_on}")], "preload settings {settings:?}");
+    }
+}

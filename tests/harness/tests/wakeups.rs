@@ -29,12 +29,18 @@ fn notifications_before_marker(listener: &mut Client) -> Vec<(String, String)> {
     panic!("the marker notification never came");
 }
 
+/// Without preload, a queue notifies once it asks (`notify = true`).
 #[test]
 fn a_committed_enqueue_notifies_once_per_queue_and_a_rolled_back_one_never() {
-    committed_enqueues_notify(&Cluster::start());
+    let cluster = Cluster::start();
+    cluster
+        .connect()
+        .batch_execute("INSERT INTO jq_queues (queue_name, notify) VALUES ('mail', true), ('sms', true)")
+        .unwrap();
+    committed_enqueues_notify(&cluster);
 }
 
-/// Preloaded, enqueues notify only while someone listens: the same rules must hold.
+/// Preloaded, enqueues notify by default while someone listens: the same rules must hold.
 #[test]
 fn preloaded_a_committed_enqueue_notifies_once_per_queue_and_a_rolled_back_one_never() {
     committed_enqueues_notify(&Cluster::start_with(&[PRELOAD]));
@@ -77,7 +83,48 @@ fn committed_enqueues_notify(cluster: &Cluster) {
 
 #[test]
 fn notify_can_be_turned_off_per_queue() {
-    notify_switch(&Cluster::start());
+    let cluster = Cluster::start();
+    cluster.connect().batch_execute("INSERT INTO jq_queues (queue_name, notify) VALUES ('loud', true)").unwrap();
+    notify_switch(&cluster);
+}
+
+/// Without preload nobody can be seen listening, so a queue sends NOTIFY only once it asks: the
+/// default installation does not pay for wake-ups nobody asked for.
+#[test]
+fn without_preload_a_queue_notifies_only_once_it_asks() {
+    let cluster = Cluster::start();
+    let mut listener = cluster.connect();
+    listener.batch_execute(r#"LISTEN "jq_mail"; LISTEN marker"#).unwrap();
+    let mut producer = cluster.connect();
+    let expected = vec![("jq_mail".to_owned(), String::new())];
+    for (settings, notified) in [("{}", false), (r#"{"notify": true}"#, true), (r#"{"notify": null}"#, false)] {
+        // A new session each time: a session trusts what it read of the setting for a second.
+        let mut admin = cluster.connect();
+        admin.execute("SELECT jq_configure('mail', $1::text::jsonb)", &[&settings]).unwrap();
+        producer = cluster.connect();
+        producer.batch_execute("SELECT jq_enqueue('mail', '{}'); NOTIFY marker").unwrap();
+        let got = notifications_before_marker(&mut listener);
+        assert_eq!(got, if notified { expected.clone() } else { vec![] }, "with {settings}");
+    }
+    drop(producer);
+}
+
+/// Preloaded, `notify = true` sends NOTIFY even to a listener the count leaves out (a role with no
+/// right on the queue), and the default does not.
+#[test]
+fn preloaded_notify_true_notifies_whoever_listens() {
+    let cluster = Cluster::start_with(&[PRELOAD]);
+    let mut admin = cluster.connect();
+    admin.batch_execute("CREATE ROLE stranger LOGIN").unwrap();
+    let mut listener = jq_harness::client::connect_as(&cluster, "postgres", "stranger");
+    listener.batch_execute(r#"LISTEN "jq_mail"; LISTEN marker"#).unwrap();
+    let mut producer = cluster.connect();
+    producer.batch_execute("SELECT jq_enqueue('mail', '{}'); NOTIFY marker").unwrap();
+    assert_eq!(notifications_before_marker(&mut listener), vec![]);
+    admin.batch_execute(r#"SELECT jq_configure('mail', '{"notify": true}')"#).unwrap();
+    let mut producer = cluster.connect();
+    producer.batch_execute("SELECT jq_enqueue('mail', '{}'); NOTIFY marker").unwrap();
+    assert_eq!(notifications_before_marker(&mut listener), vec![("jq_mail".to_owned(), String::new())]);
 }
 
 #[test]
