@@ -121,6 +121,17 @@ ALTER TABLE jq_queues
     ADD CONSTRAINT jq_queues_warn_claimable_age_bounded CHECK (jq_setting_interval_ok(warn_claimable_age)),
     ADD CONSTRAINT jq_queues_warn_dead_age_bounded CHECK (jq_setting_interval_ok(warn_dead_age));
 
+-- jq_jobs checks its invariants in one constraint instead of three (see sql/schema/tables.sql).
+ALTER TABLE jq_jobs
+    DROP CONSTRAINT jq_jobs_max_attempts_positive,
+    DROP CONSTRAINT jq_jobs_attempts_within_budget,
+    DROP CONSTRAINT jq_jobs_lease_only_while_running,
+    ADD CONSTRAINT jq_jobs_consistent CHECK (
+        max_attempts >= 1
+        AND attempt_count BETWEEN 0 AND max_attempts
+        AND (status = 'running') = (lease_owner IS NOT NULL)
+        AND (status = 'running') = (lease_expires_at IS NOT NULL));
+
 -- `notify` may now be NULL, the new default: NOTIFY while someone listens, which only a preloaded
 -- library can tell, so without preload never (README, "Wake-ups"). Under 0.2.0, on meant just that
 -- where the library is preloaded, and always where it is not: so a preloaded server's queues that

@@ -70,12 +70,15 @@ CREATE TABLE jq_jobs (
     ordering_key     text,
     created_at       timestamptz NOT NULL,
     finished_at      timestamptz,
-    CONSTRAINT jq_jobs_max_attempts_positive CHECK (max_attempts >= 1),
-    -- The attempt budget, enforced by the table itself, whatever code path changes a row.
-    CONSTRAINT jq_jobs_attempts_within_budget CHECK (attempt_count BETWEEN 0 AND max_attempts),
-    -- A lease exists exactly while the job runs.
-    CONSTRAINT jq_jobs_lease_only_while_running CHECK (
-        (status = 'running') = (lease_owner IS NOT NULL)
+    -- What the table itself enforces, whatever code path changes a row: the attempt budget
+    -- (max_attempts at least 1, attempt_count within it), and a lease exactly while the job runs.
+    -- One constraint, not three: PostgreSQL reads and compiles every CHECK afresh for each
+    -- statement that writes the table, and in `make bench` W3 three of them cost 13% of the
+    -- throughput where this one costs 5% (README, "Operations notes").
+    CONSTRAINT jq_jobs_consistent CHECK (
+        max_attempts >= 1
+        AND attempt_count BETWEEN 0 AND max_attempts
+        AND (status = 'running') = (lease_owner IS NOT NULL)
         AND (status = 'running') = (lease_expires_at IS NOT NULL))
 );
 

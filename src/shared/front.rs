@@ -269,8 +269,16 @@ fn with_slot<R>(queue_name: &str, f: impl FnOnce(&mut Slot, u32) -> R) -> Option
     }
     // SAFETY: the index is below SLOTS.
     let slot = unsafe { &mut *shared.add((queue_key::hash(queue_name) % SLOTS as u64) as usize) };
+    let mut spins = 0u32;
     while slot.lock.compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
-        std::hint::spin_loop();
+        spins += 1;
+        if spins < 100 {
+            std::hint::spin_loop();
+        } else {
+            // The holder may have lost its CPU in the middle (two cores, many backends): let it run
+            // rather than spin through the rest of this time slice.
+            std::thread::yield_now();
+        }
     }
     // Under the lock, which only this code takes, for a few field copies that cannot fail: no other
     // process touches the slot's fields meanwhile.
