@@ -201,8 +201,10 @@ fn move_front(
     };
     let args =
         [queue_name.into(), look_from.priority.into(), timestamp(look_from.available_at).into(), look_from.id.into()];
-    let found =
-        db::connect(|db| db.rows::<(Option<i32>, Option<TimestampWithTimeZone>, Option<i64>, bool)>(FRONT, &args))?;
+    // Part of the claim: WAL it may write (pruning a page it reads) keeps a leases-only commit so.
+    let found = tokens::lease_write(|| {
+        db::connect(|db| db.rows::<(Option<i32>, Option<TimestampWithTimeZone>, Option<i64>, bool)>(FRONT, &args))
+    })?;
     let Some((priority, available_at, id, keyed)) = found.into_iter().next() else {
         return Ok(());
     };

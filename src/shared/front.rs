@@ -24,10 +24,12 @@
 //! - whatever changes jobs outside the jq_* functions (an operator's UPDATE, a restore) is found by
 //!   the look from the start that each queue's front takes at least once a second.
 //!
-//! Queues map to slots by hash, and a slot holds one queue's name: a queue that finds its slot
-//! taken takes it over and starts from the bottom, so two busy queues sharing a slot only cost
-//! each other the skip, never a job. Without preload there is no front, and claims walk from the
-//! start.
+//! Queues map to slots by hash, and a slot holds one queue's name. A queue that finds its slot
+//! held by another walks from the start, and takes the slot over (starting from the bottom) once
+//! the other's claims have left it alone for a second: two busy queues sharing a slot cost one of
+//! them the skip, never a job. Without preload there is no front, and claims walk from the start.
+//! Jobs made pending by a prepared transaction (whose commit may come in another session) are
+//! found by the look from the start, like those changed outside the functions.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -107,6 +109,8 @@ struct Slot {
     look_after: pg_sys::TimestampTz,
     /// When the front last came from a look from the start.
     looked_from_bottom: pg_sys::TimestampTz,
+    /// When a claim of the owning queue last read it.
+    last_read: pg_sys::TimestampTz,
     recent: [Lowering; RECENT],
 }
 
@@ -130,6 +134,12 @@ impl Slot {
             && &self.name[..usize::from(self.name_len)] == queue_name.as_bytes()
     }
 
+    /// Whether another queue may take the slot: it is empty, or its queue's claims have not read it
+    /// for a while.
+    fn may_be_taken(&self, now: pg_sys::TimestampTz) -> bool {
+        self.state == EMPTY || now.saturating_sub(self.last_read) > FULL_LOOK_EVERY
+    }
+
     fn take(&mut self, database: u32, queue_name: &str) {
         let name = queue_name.as_bytes();
         let len = name.len().min(self.name.len());
@@ -143,7 +153,8 @@ impl Slot {
         self.forget();
     }
 
-    fn read(&self, now: pg_sys::TimestampTz) -> Seen {
+    fn read(&mut self, now: pg_sys::TimestampTz) -> Seen {
+        self.last_read = now;
         let keyed = self.state == KEYED;
         Seen {
             seq: self.seq,
@@ -292,10 +303,16 @@ fn with_slot<R>(queue_name: &str, f: impl FnOnce(&mut Slot, u32) -> R) -> Option
 pub fn read(queue_name: &str, now: pg_sys::TimestampTz) -> Option<Seen> {
     with_slot(queue_name, |slot, database| {
         if !slot.owns(database, queue_name) {
+            if !slot.may_be_taken(now) {
+                // Another queue's claims use it: two busy queues taking it from each other would
+                // each start from the bottom every time. This claim walks from the start instead.
+                return None;
+            }
             slot.take(database, queue_name);
         }
-        slot.read(now)
+        Some(slot.read(now))
     })
+    .flatten()
 }
 
 /// A claim that read `seen` found nothing unlocked pending below `to`, on the front's priority.
@@ -395,6 +412,7 @@ mod tests {
             mark: Key::BOTTOM,
             look_after: 0,
             looked_from_bottom: 0,
+            last_read: 0,
             recent: [Lowering { seq: 0, key: Key::BOTTOM, keyed: false, forgot: false }; RECENT],
         };
         slot.take(1, "q");
@@ -471,6 +489,8 @@ mod tests {
         let seen = front.read(0);
         front.install(&seen, key(0, 10, 1), false, true, 0);
         assert!(front.owns(1, "q") && !front.owns(1, "r") && !front.owns(2, "q"));
+        assert!(!front.may_be_taken(super::FULL_LOOK_EVERY), "its queue read it a moment ago");
+        assert!(front.may_be_taken(super::FULL_LOOK_EVERY + 1));
         front.take(1, "r");
         assert_eq!(front.mark, Key::BOTTOM);
         front.advance(&seen, key(0, 90, 9));
