@@ -118,12 +118,6 @@ fn send_notify(queue_name: &str) {
 
 /// Whether a committed enqueue into the queue sends its NOTIFY (README, "Wake-ups").
 fn notifies(db: &mut Session, queue_name: &str) -> spi::Result<bool> {
-    if !crate::rights::enforced() {
-        // SQL definitions older than 0.3.0 (until ALTER EXTENSION UPDATE): their `notify` is never
-        // NULL, and on meant "while someone may listen", which without preload was always.
-        return Ok(listeners::may_have_listeners(queue_name)
-            && db.first::<bool>(NOTIFY_SETTING_LEGACY, &[queue_name.into()])?.unwrap_or(true));
-    }
     Ok(match notify_setting(db, queue_name)? {
         Some(always) => always,
         None => crate::guc::preloaded() && listeners::may_have_listeners(queue_name),
@@ -139,7 +133,17 @@ fn notify_setting(db: &mut Session, queue_name: &str) -> spi::Result<Option<bool
     if let Some(setting) = cached {
         return Ok(setting);
     }
-    let setting = db.first::<bool>(NOTIFY_SETTING, &[queue_name.into()])?;
+    let setting = if crate::rights::enforced() {
+        db.first::<bool>(NOTIFY_SETTING, &[queue_name.into()])?
+    } else {
+        // SQL definitions older than 0.3.0 (until ALTER EXTENSION UPDATE): their `notify` is never
+        // NULL, and on meant what NULL means now where the library is preloaded, and always where
+        // it is not.
+        match db.first::<bool>(NOTIFY_SETTING_LEGACY, &[queue_name.into()])?.unwrap_or(true) {
+            true if crate::guc::preloaded() => None,
+            on => Some(on),
+        }
+    };
     NOTIFY_SETTINGS.with(|seen| seen.borrow_mut().insert(queue_name.to_owned(), (setting, Instant::now())));
     Ok(setting)
 }
