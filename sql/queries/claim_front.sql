@@ -3,7 +3,8 @@
 -- given key on, whether due or not, locked or not, and whether any live job of the queue has an
 -- ordering key (those queues' fronts do not move). The same two ranges of the claim index as the
 -- claim's priority order, so a look from the front skips what the front skips; a look from the
--- start visits every entry a snapshot keeps, which a front takes at most once a second.
+-- start visits every entry a snapshot keeps, which a front takes about once a second (the first
+-- claim a second after the last such look).
 SELECT f.priority, f.available_at, f.id,
        EXISTS (
            SELECT 1 FROM jq_jobs k

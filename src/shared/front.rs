@@ -22,7 +22,8 @@
 //! - queues whose jobs use ordering keys do not move: a keyed job waiting for its predecessor stays
 //!   pending behind the claims that passed it. Their claims walk from the start, as without preload;
 //! - whatever changes jobs outside the jq_* functions (an operator's UPDATE, a restore) is found by
-//!   the look from the start that each queue's front takes at least once a second.
+//!   the look from the start that each queue's front takes about once a second while it is claimed
+//!   from (the first claim a second after the last such look takes the next).
 //!
 //! Queues map to slots by hash, and a slot holds one queue's name. A queue that finds its slot
 //! held by another walks from the start, and takes the slot over (starting from the bottom) once
