@@ -13,7 +13,7 @@ SUDO := sudo
 endif
 EXTENSION_DIR = $(shell $(PG_CONFIG) --sharedir)/extension
 
-.PHONY: all setup build install install-release lint test test-unit test-regress test-isolation test-integration demo soak bench bench-quick bench-claim bench-reap clean
+.PHONY: all setup build install install-release lint test test-unit test-regress test-isolation test-integration demo soak bench bench-quick bench-claim bench-reap bench-schema clean
 
 all: build
 
@@ -74,6 +74,10 @@ bench-quick: install-release
 # What inline recovery and a concurrency limit cost a claim; see bench/claim_overhead.sh.
 bench-claim: install
 	@bench/claim_overhead.sh
+
+# What jq_jobs' CHECK constraints and arrival-order index cost; see bench/schema_cost.sh.
+bench-schema: install-release
+	@bench/schema_cost.sh
 
 # How soon the background reaper reaps an expired lease; see bench/reap_latency.sh.
 bench-reap: install

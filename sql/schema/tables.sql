@@ -73,8 +73,8 @@ CREATE TABLE jq_jobs (
     -- What the table itself enforces, whatever code path changes a row: the attempt budget
     -- (max_attempts at least 1, attempt_count within it), and a lease exactly while the job runs.
     -- One constraint, not three: PostgreSQL reads and compiles every CHECK afresh for each
-    -- statement that writes the table, and in `make bench` W3 three of them cost 13% of the
-    -- throughput where this one costs 5% (README, "Operations notes").
+    -- statement that writes the table, so each costs claims and completions something
+    -- (`bench/schema_cost.sh`; README, "Operations notes").
     CONSTRAINT jq_jobs_consistent CHECK (
         max_attempts >= 1
         AND attempt_count BETWEEN 0 AND max_attempts

@@ -346,7 +346,7 @@ fn lower(queue_name: &str, key: Key, keyed: bool) {
 /// The transaction made a job pending at `key` (with an ordering key: `keyed`): once it commits,
 /// the front is at or below it.
 pub fn lower_at_commit(queue_name: &str, key: Key, keyed: bool) {
-    if preloaded() {
+    if crate::guc::preloaded() {
         let queue_name = queue_name.to_owned();
         xact::at_commit(move || lower(&queue_name, key, keyed));
     }
@@ -355,7 +355,7 @@ pub fn lower_at_commit(queue_name: &str, key: Key, keyed: bool) {
 /// The transaction made jobs of the queue pending whose keys are not at hand: once it commits,
 /// the front is back at the bottom until a look from the start.
 pub fn forget_at_commit(queue_name: &str) {
-    if preloaded() {
+    if crate::guc::preloaded() {
         let queue_name = queue_name.to_owned();
         xact::at_commit(move || forget(&queue_name));
     }
@@ -363,7 +363,7 @@ pub fn forget_at_commit(queue_name: &str) {
 
 /// The (sub)transaction locked jobs of the queue that are pending again if it rolls back.
 pub fn forget_at_rollback(queue_name: &str) {
-    if preloaded() {
+    if crate::guc::preloaded() {
         let queue_name = queue_name.to_owned();
         xact::at_rollback(move || forget(&queue_name));
     }
@@ -380,15 +380,10 @@ fn forget(queue_name: &str) {
 /// The (sub)transaction locked pending jobs, the lowest at `key`; if it rolls back they are
 /// pending again, and claims may have moved the front past them meanwhile.
 pub fn lower_at_rollback(queue_name: &str, key: Key) {
-    if preloaded() {
+    if crate::guc::preloaded() {
         let queue_name = queue_name.to_owned();
         xact::at_rollback(move || lower(&queue_name, key, false));
     }
-}
-
-fn preloaded() -> bool {
-    // SAFETY: read-only after startup.
-    !unsafe { SHARED }.is_null()
 }
 
 #[cfg(any(test, feature = "pg_test"))]
