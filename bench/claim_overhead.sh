@@ -30,7 +30,7 @@ SET pg_jobqueue.max_batch_size = 100000;
 SELECT count(*) FROM jq_enqueue_batch('baseline', array_fill('{}'::jsonb, ARRAY[100000]));
 SELECT count(*) FROM jq_enqueue_batch('inline', array_fill('{}'::jsonb, ARRAY[100000]));
 SELECT count(*) FROM jq_enqueue_batch('limit', array_fill('{}'::jsonb, ARRAY[100000]));
-VACUUM ANALYZE jq_jobs;
+VACUUM ANALYZE jq_live_jobs;
 SQL
 
 work=$(mktemp -d)
@@ -45,7 +45,7 @@ done
 declare -A rates
 for run in $(seq 1 "$RUNS"); do
   for queue in "${VARIANTS[@]}"; do
-    psql -X -q -c "VACUUM jq_jobs"
+    psql -X -q -c "VACUUM jq_live_jobs"
     inline_max=0; [ "$queue" = inline ] && inline_max=10
     tps=$(PGOPTIONS="-c pg_jobqueue.inline_reap_max=$inline_max" pgbench -n -c $CLIENTS -j 2 -T "$SECONDS_PER_RUN" -f "$work/$queue.sql" 2>/dev/null \
           | awk '/^tps = / { print $3; exit }')

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What parts of the jq_jobs schema cost, as the server runs them (release build, preloaded, 8
+# What parts of the hot table (jq_live_jobs) cost, as the server runs them (release build, preloaded, 8
 # clients, synchronous_commit on), each variant from an emptied, refilled, vacuumed and
 # checkpointed table, runs alternating:
 #   W3 (claim + complete, bench/systems/jobqueue/w3_claim_complete.sql) with the invariants in one
@@ -37,20 +37,20 @@ constraints() {
 DO \$\$
 DECLARE c text;
 BEGIN
-  FOR c IN SELECT conname FROM pg_constraint WHERE conrelid = 'jq_jobs'::regclass AND contype = 'c' LOOP
-    EXECUTE format('ALTER TABLE jq_jobs DROP CONSTRAINT %I', c);
+  FOR c IN SELECT conname FROM pg_constraint WHERE conrelid = 'jq_live_jobs'::regclass AND contype = 'c' LOOP
+    EXECUTE format('ALTER TABLE jq_live_jobs DROP CONSTRAINT %I', c);
   END LOOP;
 END \$\$;
-${1:+ALTER TABLE jq_jobs $1;}
+${1:+ALTER TABLE jq_live_jobs $1;}
 SQL
 }
 
 # One timed run from an emptied table, refilled with $2 jobs; prints jobs per second.
 run() {
   local script=$1 fill=$2 jobs_per_tx=$3
-  psql -X -q -v ON_ERROR_STOP=1 -c "TRUNCATE jq_jobs CASCADE" >/dev/null 2>&1
+  psql -X -q -v ON_ERROR_STOP=1 -c "TRUNCATE jq_live_jobs, jq_job_history, jq_job_events" >/dev/null 2>&1
   [ "$fill" -gt 0 ] && psql -X -q -v ON_ERROR_STOP=1 -v fill="$fill" -f "$SYSTEM/fill.sql" >/dev/null
-  psql -X -q -c "VACUUM ANALYZE jq_jobs" -c "CHECKPOINT"
+  psql -X -q -c "VACUUM ANALYZE jq_live_jobs" -c "CHECKPOINT"
   pgbench -n -M prepared -c 8 -j 2 -T "$SECONDS_PER_RUN" -D batch=100 -f "$SYSTEM/$script.sql" 2>/dev/null \
     | awk -v n="$jobs_per_tx" '/^tps/ { printf "%.0f", $3 * n }'
 }
@@ -68,7 +68,7 @@ echo "W2, jq_enqueue_batch of 100, jobs/s (runs of $SECONDS_PER_RUN s):"
 for r in $(seq 1 "$RUNS"); do
   for variant in with without; do
     if [ $variant = with ]; then
-      psql -X -q -c "SET client_min_messages = warning" -c "CREATE INDEX IF NOT EXISTS jq_jobs_fifo ON jq_jobs (queue_name, available_at, id) WHERE status = 'pending'"
+      psql -X -q -c "SET client_min_messages = warning" -c "CREATE INDEX IF NOT EXISTS jq_jobs_fifo ON jq_live_jobs (queue_name, available_at, id) WHERE status = 'pending'"
     else
       psql -X -q -c "SET client_min_messages = warning" -c "DROP INDEX IF EXISTS jq_jobs_fifo"
     fi

@@ -4,7 +4,8 @@
 -- executable by PUBLIC; the figures views show each role only the queues it may see; queue settings
 -- are bounded (jq_setting_interval_ok) and changed through jq_configure; backoff is computed so
 -- that it cannot overflow (jq_backoff_delay). Roles that used the tables directly under 0.2.0 keep
--- what they could do, as rights on every queue, and lose the table rights. Jobs and leases stay.
+-- what they could do, as rights on every queue, and lose the table rights. Storage is split into a
+-- hot table and a partitioned history (README, "Storage"). Jobs and leases stay.
 \echo Use "ALTER EXTENSION pg_jobqueue UPDATE TO '0.3.0'" to load this file. \quit
 
 -- Rights per queue (README, "Security"): a role holds `privilege` on every queue named `queue`, or,
@@ -456,3 +457,64 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- Storage split (README, "Storage"): the table of 0.2.0 becomes the hot table, keeping every live,
+-- dead and cancelled job where it is (so running jobs keep their rows, leases and tokens), and its
+-- succeeded jobs move to the new history, into its default partition: the day partitions are made
+-- after installation (src/api/retention.rs), so that they do not belong to the extension. jq_prune
+-- deletes those moved rows one by one when their retention ends. A database with much history has
+-- many dead rows in jq_live_jobs after this; autovacuum removes them, or run VACUUM jq_live_jobs.
+-- Events lose their foreign key: a job is now in one of two tables.
+ALTER TABLE jq_job_events DROP CONSTRAINT jq_job_events_job_id_fkey;
+ALTER TABLE jq_jobs RENAME TO jq_live_jobs;
+DROP INDEX jq_jobs_finished;
+
+CREATE TABLE jq_job_history (
+    id                 bigint NOT NULL,
+    queue_name         text NOT NULL,
+    payload            jsonb NOT NULL,
+    priority           int NOT NULL,
+    available_at       timestamptz NOT NULL,
+    attempt_count      int NOT NULL,
+    max_attempts       int NOT NULL,
+    lease_token        bigint NOT NULL,
+    lease_length       interval,
+    claimed_at         timestamptz,
+    run_deadline       timestamptz,
+    last_error_code    text,
+    last_error_message text,
+    dedup_key          text,
+    ordering_key       text,
+    created_at         timestamptz NOT NULL,
+    finished_at        timestamptz NOT NULL
+) PARTITION BY RANGE (finished_at);
+CREATE TABLE jq_job_history_default PARTITION OF jq_job_history DEFAULT;
+CREATE INDEX jq_job_history_default_id ON jq_job_history_default (id);
+CREATE INDEX jq_job_history_default_queue ON jq_job_history_default (queue_name, finished_at);
+SELECT pg_catalog.pg_extension_config_dump('jq_job_history_default', '');
+
+WITH moved AS (
+    DELETE FROM jq_live_jobs j WHERE j.status OPERATOR(pg_catalog.=) 'succeeded'
+    RETURNING j.*
+)
+INSERT INTO jq_job_history
+SELECT m.id, m.queue_name, m.payload, m.priority, m.available_at, m.attempt_count, m.max_attempts,
+       m.lease_token, m.lease_length, m.claimed_at, m.run_deadline, m.last_error_code,
+       m.last_error_message, m.dedup_key, m.ordering_key, m.created_at, m.finished_at
+FROM moved m;
+
+CREATE VIEW jq_jobs AS
+SELECT id, queue_name, payload, status, priority, available_at, attempt_count, max_attempts,
+       lease_owner, lease_token, lease_expires_at, lease_length, claimed_at, run_deadline,
+       last_error_code, last_error_message, dedup_key, ordering_key, created_at, finished_at
+FROM jq_live_jobs
+UNION ALL
+SELECT id, queue_name, payload, 'succeeded'::jq_status, priority, available_at, attempt_count,
+       max_attempts, NULL::text, lease_token, NULL::timestamptz, lease_length, claimed_at,
+       run_deadline, last_error_code, last_error_message, dedup_key, ordering_key, created_at,
+       finished_at
+FROM jq_job_history;
+
+-- Followed the rename to the hot table; it shows every job again.
+CREATE OR REPLACE VIEW jq_managed_jobs WITH (security_barrier) AS
+SELECT j.* FROM jq_jobs j WHERE jq_has_right(j.queue_name, 'manage');

@@ -37,3 +37,14 @@ pub fn wait_needs_read_committed() -> ! {
         "In REPEATABLE READ or SERIALIZABLE its snapshot would never show a job enqueued after it began."
     );
 }
+
+/// 55000 for a call into SQL definitions older than the library (a package upgraded, its
+/// `ALTER EXTENSION ... UPDATE` not run yet): their tables are not the ones this library reads.
+pub fn update_needed() -> ! {
+    ereport!(
+        ERROR,
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "pg_jobqueue's SQL objects in this database are older than its library",
+        "Run ALTER EXTENSION pg_jobqueue UPDATE in this database."
+    );
+}

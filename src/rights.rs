@@ -155,9 +155,13 @@ fn extension() -> (pg_sys::Oid, bool) {
 ///
 /// SECURITY_LOCAL_USERID_CHANGE, as SECURITY DEFINER sets it: no SET ROLE or SET SESSION
 /// AUTHORIZATION can run inside, so nothing that runs as the owner can make itself another role.
+///
+/// SQL definitions older than 0.3.0 (until `ALTER EXTENSION pg_jobqueue UPDATE`) have the storage of
+/// their release, which this library cannot serve: every function that reads or writes jobs runs
+/// here, so each refuses until the update (README, "Releases and upgrades").
 pub fn as_owner<R>(f: impl FnOnce() -> R) -> R {
     if !enforced() {
-        return f();
+        crate::error::update_needed();
     }
     let _restore = SwitchedUser::to(owner());
     f()

@@ -1,9 +1,9 @@
 -- $1 job_id, $2 now
 -- A running job loses its lease here, so its worker's heartbeat and completion find nothing to match.
 WITH before AS (
-    SELECT j.id, j.lease_owner FROM jq_jobs j WHERE j.id = $1 FOR UPDATE
+    SELECT j.id, j.lease_owner FROM jq_live_jobs j WHERE j.id = $1 FOR UPDATE
 ), cancelled AS (
-    UPDATE jq_jobs j
+    UPDATE jq_live_jobs j
     SET status = 'cancelled',
         lease_owner = NULL,
         lease_expires_at = NULL,

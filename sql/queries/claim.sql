@@ -37,13 +37,13 @@ WITH queue AS (
     -- would make the planner expect a narrow range there and sort.
     SELECT ctid FROM (
         SELECT j.ctid
-        FROM jq_jobs j
+        FROM jq_live_jobs j
         WHERE j.queue_name = $1
           AND j.status OPERATOR(pg_catalog.=) 'pending'
           AND j.available_at <= (SELECT starving_before FROM queue)
           AND (SELECT open FROM queue)
           AND (j.ordering_key IS NULL OR NOT EXISTS (
-                SELECT 1 FROM jq_jobs k
+                SELECT 1 FROM jq_live_jobs k
                 WHERE k.queue_name = j.queue_name AND k.ordering_key = j.ordering_key
                   AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
                   AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
@@ -60,7 +60,7 @@ WITH queue AS (
     -- front are never visited, though a snapshot older than their claims keeps them in the index.
     SELECT ctid FROM (
         SELECT j.ctid
-        FROM jq_jobs j
+        FROM jq_live_jobs j
         WHERE j.queue_name = $1
           AND j.status OPERATOR(pg_catalog.=) 'pending'
           -- Not `priority = $8`: the planner would drop a constant from the ORDER BY and may then pick
@@ -71,7 +71,7 @@ WITH queue AS (
           AND (SELECT open FROM queue)
           -- Ordering keys: a keyed job waits while another job of its key runs or an earlier one is pending.
           AND (j.ordering_key IS NULL OR NOT EXISTS (
-                SELECT 1 FROM jq_jobs k
+                SELECT 1 FROM jq_live_jobs k
                 WHERE k.queue_name = j.queue_name AND k.ordering_key = j.ordering_key
                   AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
                   AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
@@ -82,7 +82,7 @@ WITH queue AS (
     UNION ALL
     SELECT ctid FROM (
         SELECT j.ctid
-        FROM jq_jobs j
+        FROM jq_live_jobs j
         WHERE j.queue_name = $1
           AND j.status OPERATOR(pg_catalog.=) 'pending'
           AND j.priority < $8
@@ -90,7 +90,7 @@ WITH queue AS (
           AND (SELECT open FROM queue)
           -- Ordering keys: a keyed job waits while another job of its key runs or an earlier one is pending.
           AND (j.ordering_key IS NULL OR NOT EXISTS (
-                SELECT 1 FROM jq_jobs k
+                SELECT 1 FROM jq_live_jobs k
                 WHERE k.queue_name = j.queue_name AND k.ordering_key = j.ordering_key
                   AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
                   AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
@@ -100,7 +100,7 @@ WITH queue AS (
     ) AS below_front
     LIMIT $4
 ), claimed AS (
-    UPDATE jq_jobs j
+    UPDATE jq_live_jobs j
     SET status = 'running',
         attempt_count = j.attempt_count + 1,
         lease_token = greatest(j.lease_token + 1, $7),

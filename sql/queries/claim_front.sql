@@ -7,7 +7,7 @@
 -- claim a second after the last such look).
 SELECT f.priority, f.available_at, f.id,
        EXISTS (
-           SELECT 1 FROM jq_jobs k
+           SELECT 1 FROM jq_live_jobs k
            WHERE k.queue_name = $1 AND k.ordering_key IS NOT NULL
              AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[])
        ) AS keyed
@@ -16,7 +16,7 @@ LEFT JOIN LATERAL (
     SELECT * FROM (
         SELECT * FROM (
             SELECT j.priority, j.available_at, j.id
-            FROM jq_jobs j
+            FROM jq_live_jobs j
             WHERE j.queue_name = $1
               AND j.status OPERATOR(pg_catalog.=) 'pending'
               -- Not `priority = $2`: the planner would drop a constant from the ORDER BY and may then pick
@@ -29,7 +29,7 @@ LEFT JOIN LATERAL (
         UNION ALL
         SELECT * FROM (
             SELECT j.priority, j.available_at, j.id
-            FROM jq_jobs j
+            FROM jq_live_jobs j
             WHERE j.queue_name = $1
               AND j.status OPERATOR(pg_catalog.=) 'pending'
               AND j.priority < $2

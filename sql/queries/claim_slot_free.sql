@@ -4,15 +4,15 @@
 -- lock is held until the transaction ends; a claim that would find nothing must not take it and
 -- then sleep. Returns no row for a queue without a limit or a paused one. The answer may be stale
 -- by the time the lock is taken; the locked claim decides.
-SELECT q.concurrency_limit > (SELECT pg_catalog.count(*) FROM jq_jobs r
+SELECT q.concurrency_limit > (SELECT pg_catalog.count(*) FROM jq_live_jobs r
                               WHERE r.queue_name = $1 AND r.status OPERATOR(pg_catalog.=) 'running')
        AND EXISTS (
-           SELECT 1 FROM jq_jobs j
+           SELECT 1 FROM jq_live_jobs j
            WHERE j.queue_name = $1
              AND j.status OPERATOR(pg_catalog.=) 'pending'
              AND j.available_at <= $2
              AND (j.ordering_key IS NULL OR NOT EXISTS (
-                   SELECT 1 FROM jq_jobs k
+                   SELECT 1 FROM jq_live_jobs k
                    WHERE k.queue_name = j.queue_name AND k.ordering_key = j.ordering_key
                      AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
                      AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id))))

@@ -1,21 +1,27 @@
 -- $1 job_ids, $2 worker, $3 lease_tokens (same length as $1, pairwise), $4 now,
 -- $5 the text 'running', as a parameter (see below)
--- jq_complete for many jobs in one statement: each job is completed under complete.sql's guard,
--- and a job whose guard fails is left as it is. An id given twice is completed once.
+-- jq_complete for many jobs in one statement: each job is completed under complete.sql's guard and
+-- moved to the history as there, and a job whose guard fails is left as it is. An id given twice
+-- is completed once.
 --
 -- Each row is found by primary key. Written `status = 'running'`, the guard would let the planner
 -- walk the whole index of running jobs instead, whenever statistics say few jobs run (see
 -- complete.sql). Compared with a parameter, the status no longer proves that index's predicate:
 -- this statement only ever runs with a generic plan (src/db/plans.rs), and the plan test checks it.
-UPDATE jq_jobs j
-SET status = 'succeeded',
-    lease_owner = NULL,
-    lease_expires_at = NULL,
-    finished_at = $4
-FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($3::bigint[])) AS done(id, lease_token)
-WHERE j.id = done.id
-  AND j.status OPERATOR(pg_catalog.=) $5::jq_status
-  AND j.lease_owner = $2
-  AND j.lease_token = done.lease_token
-  AND j.lease_expires_at > $4
-RETURNING j.id, j.queue_name, j.claimed_at
+WITH done AS (
+    DELETE FROM jq_live_jobs j
+    USING ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($3::bigint[])) AS done(id, lease_token)
+    WHERE j.id = done.id
+      AND j.status OPERATOR(pg_catalog.=) $5::jq_status
+      AND j.lease_owner = $2
+      AND j.lease_token = done.lease_token
+      AND j.lease_expires_at > $4
+    RETURNING j.*
+), kept AS (
+    INSERT INTO jq_job_history
+    SELECT d.id, d.queue_name, d.payload, d.priority, d.available_at, d.attempt_count, d.max_attempts,
+           d.lease_token, d.lease_length, d.claimed_at, d.run_deadline, d.last_error_code,
+           d.last_error_message, d.dedup_key, d.ordering_key, d.created_at, $4
+    FROM done d
+)
+SELECT id, queue_name, claimed_at FROM done

@@ -8,7 +8,7 @@
 -- The guard is still checked on the row's newest version: a row updated since the subquery's
 -- snapshot is re-read and re-checked (EvalPlanQual), as with any UPDATE.
 WITH failed AS (
-    UPDATE jq_jobs j
+    UPDATE jq_live_jobs j
     SET status = CASE WHEN $6 AND j.attempt_count < j.max_attempts
                       THEN 'pending' ELSE 'dead' END::jq_status,
         available_at = CASE WHEN $6 AND j.attempt_count < j.max_attempts
@@ -19,7 +19,7 @@ WITH failed AS (
         lease_expires_at = NULL,
         last_error_code = $4,
         last_error_message = $5
-    WHERE j.ctid = (SELECT ctid FROM jq_jobs WHERE id = $1)
+    WHERE j.ctid = (SELECT ctid FROM jq_live_jobs WHERE id = $1)
       AND j.id = $1
       AND j.status OPERATOR(pg_catalog.=) 'running'
       AND j.lease_owner = $2

@@ -5,9 +5,9 @@
 -- instead, whenever statistics say few jobs run (the bench saw 0.5 ms per call with 2,000 running).
 -- The guard is still checked on the row's newest version: a row updated since the subquery's
 -- snapshot is re-read and re-checked (EvalPlanQual), as with any UPDATE.
-UPDATE jq_jobs
+UPDATE jq_live_jobs
 SET lease_expires_at = least($5 + coalesce($4, lease_length), run_deadline)
-WHERE ctid = (SELECT ctid FROM jq_jobs WHERE id = $1)
+WHERE ctid = (SELECT ctid FROM jq_live_jobs WHERE id = $1)
   AND id = $1
   AND status OPERATOR(pg_catalog.=) 'running'
   AND lease_owner = $2

@@ -1,16 +1,20 @@
 -- $1 queue_name, $2 error_code (NULL: any), $3 max_jobs
--- Deletes up to $3 dead jobs of the queue (their events go with them), those that died longest ago first.
+-- Deletes up to $3 dead jobs of the queue and their events, those that died longest ago first.
 WITH picked AS (
     SELECT j.id
-    FROM jq_jobs j
+    FROM jq_live_jobs j
     WHERE j.queue_name = $1
       AND j.status OPERATOR(pg_catalog.=) 'dead'
       AND ($2::text IS NULL OR j.last_error_code = $2)
     ORDER BY j.finished_at
     LIMIT $3
     FOR UPDATE SKIP LOCKED
+), purged AS (
+    DELETE FROM jq_live_jobs j
+    WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
+      AND j.status OPERATOR(pg_catalog.=) 'dead'
+    RETURNING j.id
+), events AS (
+    DELETE FROM jq_job_events e WHERE e.job_id = ANY (ARRAY(SELECT id FROM purged))
 )
-DELETE FROM jq_jobs j
-WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
-  AND j.status OPERATOR(pg_catalog.=) 'dead'
-RETURNING j.id
+SELECT id FROM purged

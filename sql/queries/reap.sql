@@ -10,7 +10,7 @@
 -- RETURNING reads the statement's snapshot, in which the row still has it.
 WITH expired AS (
     SELECT j.id
-    FROM jq_jobs j
+    FROM jq_live_jobs j
     WHERE j.status OPERATOR(pg_catalog.=) 'running'
       AND j.lease_expires_at <= $2
       AND ($3::text IS NULL OR j.queue_name = $3)
@@ -19,7 +19,7 @@ WITH expired AS (
     LIMIT $1
     FOR UPDATE SKIP LOCKED
 ), reaped AS (
-    UPDATE jq_jobs j
+    UPDATE jq_live_jobs j
     SET status = CASE WHEN j.attempt_count < j.max_attempts
                       THEN 'pending' ELSE 'dead' END::jq_status,
         available_at = CASE WHEN j.attempt_count < j.max_attempts
@@ -35,7 +35,7 @@ WITH expired AS (
       AND j.status OPERATOR(pg_catalog.=) 'running'
       AND j.lease_expires_at <= $2
     RETURNING j.id, j.queue_name, j.status, j.attempt_count, j.lease_token,
-              (SELECT o.lease_owner FROM jq_jobs o WHERE o.id = j.id) AS lease_owner,
+              (SELECT o.lease_owner FROM jq_live_jobs o WHERE o.id = j.id) AS lease_owner,
               j.last_error_message
 )
 INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worker, lease_token,

@@ -6,9 +6,9 @@
 -- in its WHERE, the planner may otherwise walk the whole index of dead and cancelled jobs whenever
 -- statistics say there are few (see complete.sql; the plan test checks this one too).
 WITH before AS (
-    SELECT j.id, j.ctid, j.attempt_count FROM jq_jobs j WHERE j.id = $1 FOR UPDATE
+    SELECT j.id, j.ctid, j.attempt_count FROM jq_live_jobs j WHERE j.id = $1 FOR UPDATE
 ), redriven AS (
-    UPDATE jq_jobs j
+    UPDATE jq_live_jobs j
     SET status = 'pending',
         available_at = $2,
         attempt_count = 0,

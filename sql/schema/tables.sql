@@ -49,8 +49,13 @@ CREATE TABLE jq_queues (
 -- pg_extension_config_dump, so a restored queue never reuses a job id.
 CREATE SEQUENCE jq_jobs_id_seq;
 
-CREATE TABLE jq_jobs (
-    id               bigint PRIMARY KEY DEFAULT nextval('jq_jobs_id_seq'),
+-- Storage is split (README, "Storage"): jq_live_jobs holds the jobs that may still change (pending,
+-- running, and the dead and cancelled ones a re-drive can bring back); a completion moves its job to
+-- jq_job_history, append-only and partitioned by day. The view jq_jobs shows both as one table.
+-- Claims, heartbeats and the reaper touch only the hot table, whose size is the live work, not
+-- the history kept.
+CREATE TABLE jq_live_jobs (
+    id               bigint DEFAULT nextval('jq_jobs_id_seq') CONSTRAINT jq_jobs_pkey PRIMARY KEY,
     queue_name       text NOT NULL,
     payload          jsonb NOT NULL,
     status           jq_status NOT NULL DEFAULT 'pending',
@@ -85,47 +90,96 @@ CREATE TABLE jq_jobs (
 -- The claim index: only pending rows, keyed in the claim's own order after the queue. A claim walks
 -- it from the front and stops after batch_size rows: it never sorts and never sees finished rows,
 -- however much history the table keeps.
-CREATE INDEX jq_jobs_claim ON jq_jobs (queue_name, priority DESC, available_at, id)
+CREATE INDEX jq_jobs_claim ON jq_live_jobs (queue_name, priority DESC, available_at, id)
     WHERE status = 'pending';
 
 -- The same pending rows in arrival order, for fairness: the claim's first step asks whether any job
 -- has waited past the queue's starvation_limit, which the priority-ordered index cannot answer
 -- without reading every higher-priority entry first.
-CREATE INDEX jq_jobs_fifo ON jq_jobs (queue_name, available_at, id) WHERE status = 'pending';
+CREATE INDEX jq_jobs_fifo ON jq_live_jobs (queue_name, available_at, id) WHERE status = 'pending';
 
 -- Running rows, for the reaper and per-queue running counts. Deliberately not keyed on
 -- lease_expires_at: a heartbeat changes only that column, so it stays a HOT update (no index
 -- insertions, and the old version is pruned on the page).
-CREATE INDEX jq_jobs_running ON jq_jobs (queue_name) WHERE status = 'running';
+CREATE INDEX jq_jobs_running ON jq_live_jobs (queue_name) WHERE status = 'running';
 
 -- Dead and cancelled jobs, for the stats view and operators (oldest dead job, re-drive by queue),
 -- without reading succeeded history.
-CREATE INDEX jq_jobs_unresolved ON jq_jobs (queue_name, status, finished_at)
+CREATE INDEX jq_jobs_unresolved ON jq_live_jobs (queue_name, status, finished_at)
     WHERE status IN ('dead', 'cancelled');
-
--- Finished jobs that retention deletes, oldest first. Dead jobs are not in it: they are kept.
-CREATE INDEX jq_jobs_finished ON jq_jobs (finished_at) WHERE status IN ('succeeded', 'cancelled');
 
 -- Dedup keys: unique among live jobs only, so a finished job frees its key. Enqueue relies on
 -- ON CONFLICT against this index, which is race-free where a read-then-insert is not.
-CREATE UNIQUE INDEX jq_jobs_dedup ON jq_jobs (queue_name, dedup_key)
+CREATE UNIQUE INDEX jq_jobs_dedup ON jq_live_jobs (queue_name, dedup_key)
     WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running');
 
 -- Ordering keys: the claim asks "is an earlier job of this key still live, or another one running?".
-CREATE INDEX jq_jobs_ordering ON jq_jobs (queue_name, ordering_key, id)
+CREATE INDEX jq_jobs_ordering ON jq_live_jobs (queue_name, ordering_key, id)
     WHERE ordering_key IS NOT NULL AND status IN ('pending', 'running');
 
--- Every job is inserted once and updated at least twice (claim, then complete or fail), so dead
--- tuples pile up at the rate of the queue's throughput. Vacuum on a fixed small count rather than a
--- fraction of the table (a large succeeded history would otherwise postpone it for hours and let the
--- claim index bloat), and leave 30% of each page free so heartbeat updates find room for HOT.
-ALTER TABLE jq_jobs SET (
+-- Every job is inserted once, updated at its claim and deleted (or updated) when it finishes, so
+-- dead tuples pile up at the rate of the queue's throughput while the table stays small. Vacuum on
+-- a fixed small count rather than a fraction of the table (a fraction of a small table is a few
+-- rows, of a large dead backlog many hours of work), and leave 30% of each page free so heartbeat
+-- updates find room for HOT.
+ALTER TABLE jq_live_jobs SET (
     fillfactor = 70,
     autovacuum_vacuum_scale_factor = 0.0,
     autovacuum_vacuum_threshold = 5000,
     autovacuum_analyze_scale_factor = 0.02,
     autovacuum_vacuum_insert_scale_factor = 0.05
 );
+
+-- Succeeded jobs, as they were when they completed; never updated. Partitioned by the day (UTC) of
+-- finished_at, so that retention truncates and drops a whole day (README, "Storage") instead of
+-- deleting rows one by one and leaving vacuum the work. The partitions of the coming days are made by
+-- jq_prune and the background worker (src/api/retention.rs); a completion for which no day partition
+-- exists (maintenance never ran) lands in jq_job_history_default, pruned row by row.
+CREATE TABLE jq_job_history (
+    id                 bigint NOT NULL,
+    queue_name         text NOT NULL,
+    payload            jsonb NOT NULL,
+    priority           int NOT NULL,
+    available_at       timestamptz NOT NULL,
+    attempt_count      int NOT NULL,
+    max_attempts       int NOT NULL,
+    lease_token        bigint NOT NULL,
+    lease_length       interval,
+    claimed_at         timestamptz,
+    run_deadline       timestamptz,
+    last_error_code    text,
+    last_error_message text,
+    dedup_key          text,
+    ordering_key       text,
+    created_at         timestamptz NOT NULL,
+    finished_at        timestamptz NOT NULL
+) PARTITION BY RANGE (finished_at);
+
+CREATE TABLE jq_job_history_default PARTITION OF jq_job_history DEFAULT;
+
+-- Each partition has its own two indexes, made with it (for the days: history_days_missing.sql),
+-- and none is declared on jq_job_history itself: an index there would belong to the extension and
+-- be made again on every partition that pg_restore attaches, before pg_dump's own copy of it, which
+-- would then fail. The planner uses each partition's indexes all the same.
+--   by id: jq_jobs readers, and a refused completion counted against its queue;
+--   by queue and age: which queues a day holds (whether every one of them is past its retention),
+--   and the row-by-row pruning of a queue whose retention is shorter than its day's.
+CREATE INDEX jq_job_history_default_id ON jq_job_history_default (id);
+CREATE INDEX jq_job_history_default_queue ON jq_job_history_default (queue_name, finished_at);
+
+-- One row per job, with the columns jq_jobs always had, whichever table holds the job. A job moves between them
+-- only inside one statement, so every snapshot sees it exactly once.
+CREATE VIEW jq_jobs AS
+SELECT id, queue_name, payload, status, priority, available_at, attempt_count, max_attempts,
+       lease_owner, lease_token, lease_expires_at, lease_length, claimed_at, run_deadline,
+       last_error_code, last_error_message, dedup_key, ordering_key, created_at, finished_at
+FROM jq_live_jobs
+UNION ALL
+SELECT id, queue_name, payload, 'succeeded'::jq_status, priority, available_at, attempt_count,
+       max_attempts, NULL::text, lease_token, NULL::timestamptz, lease_length, claimed_at,
+       run_deadline, last_error_code, last_error_message, dedup_key, ordering_key, created_at,
+       finished_at
+FROM jq_job_history;
 
 CREATE SEQUENCE jq_job_events_id_seq;
 
@@ -134,7 +188,9 @@ CREATE SEQUENCE jq_job_events_id_seq;
 -- heartbeat, complete) writes nothing here.
 CREATE TABLE jq_job_events (
     id            bigint PRIMARY KEY DEFAULT nextval('jq_job_events_id_seq'),
-    job_id        bigint NOT NULL REFERENCES jq_jobs (id) ON DELETE CASCADE,
+    -- No foreign key: the job is in jq_live_jobs or in jq_job_history. The functions that delete
+    -- jobs (jq_prune, jq_purge_dead) delete their events with them.
+    job_id        bigint NOT NULL,
     queue_name    text NOT NULL,
     event         text NOT NULL
                   CONSTRAINT jq_job_events_event_known
@@ -148,7 +204,7 @@ CREATE TABLE jq_job_events (
     error_message text
 );
 
--- A job's history in order, and the foreign key's cascade on job deletion.
+-- A job's history in order, and the deletion of a deleted job's events.
 CREATE INDEX jq_job_events_job ON jq_job_events (job_id, id);
 
 -- Events are append-only: plain insert-driven vacuum is enough.
@@ -184,7 +240,10 @@ CREATE TABLE jq_token_epochs (
 
 SELECT pg_catalog.pg_extension_config_dump('jq_queues', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_grants', '');
-SELECT pg_catalog.pg_extension_config_dump('jq_jobs', '');
+SELECT pg_catalog.pg_extension_config_dump('jq_live_jobs', '');
+-- The day partitions are made after installation, so they are not members of the extension and
+-- pg_dump keeps them (and their rows) as it keeps any table; the default partition is a member.
+SELECT pg_catalog.pg_extension_config_dump('jq_job_history_default', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_jobs_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_job_events', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_job_events_id_seq', '');

@@ -409,7 +409,7 @@ mod tests {
         sleep(1.1);
         assert_eq!(claim("lim", "w", "30 s"), None);
         assert_eq!(one::<i32>("SELECT jq_reap()"), 1);
-        run("UPDATE jq_jobs SET available_at = clock_timestamp() WHERE status = 'pending'");
+        run("UPDATE jq_live_jobs SET available_at = clock_timestamp() WHERE status = 'pending'");
         assert!(claim("lim", "w", "30 s").is_some());
     }
 

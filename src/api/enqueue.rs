@@ -137,7 +137,7 @@ mod tests {
     fn ids_are_never_reused_and_ascend() {
         let a = enqueue("q");
         let b = enqueue("q");
-        run(&format!("DELETE FROM jq_jobs WHERE id = {b}"));
+        run(&format!("DELETE FROM jq_live_jobs WHERE id = {b}"));
         let c = enqueue("q");
         assert!(a < b && b < c);
     }

@@ -186,7 +186,7 @@ mod tests {
     fn heartbeat_extends_by_the_claimed_length_or_by_extend() {
         let id = enqueue("q");
         let (_, token) = claim("q", "w", "2 minutes").unwrap();
-        run(&format!("UPDATE jq_jobs SET lease_expires_at = clock_timestamp() + interval '1 s' WHERE id = {id}"));
+        run(&format!("UPDATE jq_live_jobs SET lease_expires_at = clock_timestamp() + interval '1 s' WHERE id = {id}"));
         assert!(heartbeat(id, "w", token));
         assert!(one::<bool>(&format!(
             "SELECT lease_expires_at > clock_timestamp() + interval '119 s' FROM jq_jobs WHERE id = {id}"

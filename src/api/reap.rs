@@ -171,7 +171,7 @@ mod tests {
         let (_, old) = claim("q", "a", "1 second").unwrap();
         sleep(1.1);
         assert_eq!(one::<i32>("SELECT jq_reap()"), 1);
-        run(&format!("UPDATE jq_jobs SET available_at = clock_timestamp() WHERE id = {id}"));
+        run(&format!("UPDATE jq_live_jobs SET available_at = clock_timestamp() WHERE id = {id}"));
         let (_, new) = claim("q", "a", "1 minute").unwrap();
         assert!(new > old, "the fencing token must grow");
         let before = row_text(id);
@@ -199,7 +199,7 @@ mod tests {
         assert!(one::<bool>(&format!(
             "SELECT event = 'lease_expired' AND worker = 'dead-worker' FROM jq_job_events WHERE job_id = {stuck}"
         )));
-        run(&format!("UPDATE jq_jobs SET available_at = clock_timestamp() WHERE id = {stuck}"));
+        run(&format!("UPDATE jq_live_jobs SET available_at = clock_timestamp() WHERE id = {stuck}"));
         assert_eq!(claim("q", "live-worker", "30 s").map(|c| c.0), Some(stuck));
     }
 

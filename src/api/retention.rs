@@ -1,6 +1,11 @@
-//! jq_prune: deleting old history, bounded by `max_jobs` so that a large backlog is worked off in
-//! short transactions. The background reaper runs the same `prune` every
-//! `pg_jobqueue.prune_interval`.
+//! jq_prune: retention, bounded by `max_jobs` so that a large backlog is worked off in short
+//! transactions. The background reaper runs the same `prune` every `pg_jobqueue.prune_interval`.
+//!
+//! Succeeded jobs live in jq_job_history, one partition per day (README, "Storage"). A prune first
+//! makes the partitions of the coming days, then truncates and drops each day that every queue in it
+//! keeps no longer (no rows deleted, nothing left for vacuum), then deletes row by row what no whole
+//! day took: jobs of a queue with a shorter retention than another of its day, jobs in the default
+//! partition, and cancelled jobs, which stay in the hot table.
 
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
@@ -9,12 +14,22 @@ use pgrx::spi;
 use crate::db::{self, clock};
 use crate::{input, rights};
 
-const PRUNE: &str = include_str!("../../sql/queries/prune.sql");
-const PRUNE_CUTOFF: &str = include_str!("../../sql/queries/prune_cutoff.sql");
+const DAYS_MISSING: &str = include_str!("../../sql/queries/history_days_missing.sql");
+const DAYS_EXPIRED: &str = include_str!("../../sql/queries/history_days_expired.sql");
+const PRUNE_HISTORY: &str = include_str!("../../sql/queries/prune_history.sql");
+const PRUNE_CANCELLED: &str = include_str!("../../sql/queries/prune_cancelled.sql");
 
-/// Deletes up to `max_jobs` succeeded or cancelled jobs older than their queue's retention, with
-/// their events. Returns how many; call it until it returns less than `max_jobs`. Maintenance of
-/// every queue: only those the owner grants EXECUTE may call it.
+/// How long partition DDL waits for its lock before it gives up until the next prune. Attaching a
+/// day and truncating an expired one wait only for readers of jq_jobs; dropping a day takes an
+/// ACCESS EXCLUSIVE lock on jq_job_history, so completions queue behind it while it waits.
+const ATTACH_LOCK_TIMEOUT: &str = "1s";
+const TRUNCATE_LOCK_TIMEOUT: &str = "1s";
+const DROP_LOCK_TIMEOUT: &str = "100ms";
+
+/// Deletes succeeded and cancelled jobs older than their queue's retention, with their events: whole
+/// expired days of history at once, then up to `max_jobs` more one by one. Returns how many; call it
+/// until it returns less than `max_jobs`. Maintenance of every queue: only those the owner grants
+/// EXECUTE may call it.
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_prune(max_jobs: default!(Option<i32>, 10000)) -> spi::Result<i32> {
@@ -22,14 +37,72 @@ fn jq_prune(max_jobs: default!(Option<i32>, 10000)) -> spi::Result<i32> {
     rights::as_owner(|| prune(max_jobs))
 }
 
-/// The body of `jq_prune`, also run by the background worker. The cutoff is read read-only, so a
-/// prune that finds nothing to delete takes no transaction id.
+/// The body of `jq_prune`, also run by the background worker. What it only reads, it reads
+/// read-only, so a prune that finds nothing to do takes no transaction id.
 pub fn prune(max_jobs: i32) -> spi::Result<i32> {
     let now = clock::now();
-    let cutoff = db::read_only_rows::<(Option<TimestampWithTimeZone>,)>(PRUNE_CUTOFF, &[now.into()])?
+    add_days(now)?;
+    let whole_days = drop_expired_days(now)?;
+    let cancelled = db::count_planned_per_call(PRUNE_CANCELLED, &[max_jobs.into(), now.into()])?;
+    let rows = db::count_planned_per_call(PRUNE_HISTORY, &[(max_jobs - cancelled).into(), now.into()])?;
+    Ok(whole_days.saturating_add(cancelled).saturating_add(rows))
+}
+
+/// Makes the day partitions of history from the day of `now` to two days later that are missing. A
+/// day that cannot be made now (its lock was not granted in time, or the default partition holds
+/// jobs of that day) is left to the next prune; its jobs go to the default partition meanwhile.
+pub fn add_days(now: TimestampWithTimeZone) -> spi::Result<()> {
+    for (create, by_id, by_queue, attach) in
+        db::read_only_rows::<(String, String, String, String)>(DAYS_MISSING, &[now.into()])?
+    {
+        if let Err(why) = ddl(&[&create, &by_id, &by_queue, &attach], ATTACH_LOCK_TIMEOUT) {
+            debug1!("pg_jobqueue: a day of history is not made yet: {why}");
+        }
+    }
+    Ok(())
+}
+
+/// Truncates and drops the days of history that no queue keeps any longer, with their jobs' events.
+/// Returns how many jobs they held. A day whose lock was not granted in time is left to the next
+/// prune; a day truncated but not dropped is dropped by a later one.
+fn drop_expired_days(now: TimestampWithTimeZone) -> spi::Result<i32> {
+    let mut pruned = 0i32;
+    for (day,) in db::read_only_rows::<(String,)>(DAYS_EXPIRED, &[now.into()])? {
+        let count = db::read_only_rows::<(i64,)>(&format!("SELECT pg_catalog.count(*) FROM {day}"), &[])?
+            .pop()
+            .map_or(0, |(n,)| n);
+        let events = format!("DELETE FROM jq_job_events e USING {day} h WHERE e.job_id = h.id");
+        match ddl(&[&events, &format!("TRUNCATE {day}")], TRUNCATE_LOCK_TIMEOUT) {
+            Ok(()) => pruned = pruned.saturating_add(i32::try_from(count).unwrap_or(i32::MAX)),
+            Err(why) => {
+                debug1!("pg_jobqueue: day {day} of history is not truncated yet: {why}");
+                continue;
+            }
+        }
+        if let Err(why) = ddl(&[&format!("DROP TABLE {day}")], DROP_LOCK_TIMEOUT) {
+            debug1!("pg_jobqueue: day {day} of history is empty, and dropped by a later prune: {why}");
+        }
+    }
+    Ok(pruned)
+}
+
+/// Runs `statements` in one subtransaction with `lock_timeout` set for them: all of them, or, on
+/// any error, none. The caller's own lock_timeout is back in force afterwards.
+fn ddl(statements: &[&str], lock_timeout: &str) -> Result<(), String> {
+    const SET: &str = "SELECT pg_catalog.set_config('lock_timeout', $1, true)";
+    let saved = db::read_only_rows::<(String,)>("SELECT pg_catalog.current_setting('lock_timeout')", &[])
+        .map_err(|e| e.to_string())?
         .pop()
-        .and_then(|(cutoff,)| cutoff);
-    db::count_planned_per_call(PRUNE, &[max_jobs.into(), now.into(), cutoff.into()])
+        .map_or_else(|| "0".to_owned(), |(s,)| s);
+    let done = db::in_subtransaction(|| {
+        db::rows_planned_per_call::<()>(SET, &[lock_timeout.into()])?;
+        for statement in statements {
+            db::rows_planned_per_call::<()>(statement, &[])?;
+        }
+        Ok(())
+    });
+    db::rows_planned_per_call::<()>(SET, &[saved.as_str().into()]).map_err(|e| e.to_string())?;
+    done
 }
 
 #[cfg(any(test, feature = "pg_test"))]
@@ -51,9 +124,9 @@ mod tests {
         }
         make_dead("short", 1, "E");
         // Age the history: one job of each queue finished 2 hours ago, the other 8 days ago.
-        run("UPDATE jq_jobs SET finished_at = clock_timestamp() - interval '2 hours' WHERE status = 'succeeded' AND id % 2 = 0");
-        run("UPDATE jq_jobs SET finished_at = clock_timestamp() - interval '8 days' WHERE status IN ('succeeded', 'dead') AND id % 2 = 1");
-        run("UPDATE jq_jobs SET finished_at = clock_timestamp() - interval '8 days' WHERE status = 'dead'");
+        run("UPDATE jq_job_history SET finished_at = clock_timestamp() - interval '2 hours' WHERE id % 2 = 0");
+        run("UPDATE jq_job_history SET finished_at = clock_timestamp() - interval '8 days' WHERE id % 2 = 1");
+        run("UPDATE jq_live_jobs SET finished_at = clock_timestamp() - interval '8 days' WHERE status = 'dead'");
         assert_eq!(one::<i32>("SELECT jq_prune(max_jobs => 1)"), 1);
         assert_eq!(one::<i32>("SELECT jq_prune()"), 2);
         assert_eq!(one::<i32>("SELECT jq_prune()"), 0);
@@ -64,15 +137,5 @@ mod tests {
                 AND count(*) FILTER (WHERE status = 'dead') = 1
              FROM jq_jobs"
         ));
-    }
-
-    /// `jq_prune` is maintenance that runs every minute: finding nothing, it must not take a
-    /// transaction id (which writes a commit record). Both queries run read-only, so that only the
-    /// prune could take one.
-    #[pg_test]
-    fn a_prune_with_nothing_to_delete_takes_no_transaction_id() {
-        let read = |sql: &str| Spi::connect(|c| c.select(sql, None, &[])?.first().get_one::<String>()).unwrap();
-        assert_eq!(read("SELECT jq_prune()::text").as_deref(), Some("0"));
-        assert_eq!(read("SELECT pg_current_xact_id_if_assigned()::text"), None);
     }
 }

@@ -56,9 +56,6 @@ fn lifetime() -> (i64, i64) {
 /// in this lifetime, or the lifetime has its row. None: the first claim of the lifetime must
 /// `raise` it. Runs no statement while this session knows the lifetime's epoch: every claim asks.
 pub fn known_floor() -> spi::Result<Option<i64>> {
-    if !installed() {
-        return Ok(Some(0));
-    }
     let now = lifetime();
     if let Some((known, epoch)) = KNOWN.get() {
         if known == now {
@@ -98,20 +95,8 @@ fn lifetime_args(lifetime: (i64, i64)) -> [pgrx::datum::DatumWithOid<'static>; 2
     [lifetime.0.into(), lifetime.1.into()]
 }
 
-/// Whether the installed SQL definitions have `jq_token_epochs`: those of 0.1.0 and 0.2.0 do not,
-/// until `ALTER EXTENSION pg_jobqueue UPDATE`. Until then tokens have no epoch, and so no claim may
-/// skip its flush.
-fn installed() -> bool {
-    crate::rights::enforced()
-}
-
 /// Runs a claim or heartbeat as a lease write (`xact::lease_write`), which may then commit without
-/// its flush, where the installed definitions keep tokens safe from a crash; otherwise as a plain
-/// write.
+/// its flush: the token epochs keep its tokens safe from a crash.
 pub fn lease_write<R>(f: impl FnOnce() -> R) -> R {
-    if installed() {
-        xact::lease_write(f)
-    } else {
-        f()
-    }
+    xact::lease_write(f)
 }

@@ -110,7 +110,7 @@ mod tests {
     fn claim_and_reap_plans_use_their_partial_indexes() {
         add_history_and_backlog();
         run("SELECT count(*) FROM jq_claim('q1', 'w', interval '1 s', 50)");
-        run("ANALYZE jq_jobs");
+        run("ANALYZE jq_live_jobs");
 
         let now = crate::db::clock::now();
         let claim_plan = |batch: i32, admitted: bool| {
@@ -157,20 +157,22 @@ mod tests {
         assert_reads_index(&reap_plan.0, "jq_jobs_running");
 
         // Operators' reads and retention grow with live work, not with the succeeded history.
+        // The stats view reads the hot table alone, whose size is the live work.
         let stats_plan = Spi::explain("SELECT * FROM jq_queue_stats").unwrap();
-        assert_no_seq_scan(&stats_plan.0);
-        let cutoff = Spi::get_one_with_args::<pgrx::datum::TimestampWithTimeZone>(
-            include_str!("../../sql/queries/prune_cutoff.sql"),
-            &[now.into()],
-        )
-        .unwrap();
-        let prune_plan = Spi::explain_with_args(
-            include_str!("../../sql/queries/prune.sql"),
-            &[10000i32.into(), now.into(), cutoff.into()],
-        )
-        .unwrap();
-        assert_no_seq_scan(&prune_plan.0);
-        assert_reads_index(&prune_plan.0, "jq_jobs_finished");
+        let reads_history = plan_nodes(&stats_plan.0)
+            .iter()
+            .any(|n| n["Relation Name"].as_str().is_some_and(|r| r.starts_with("jq_job_history")));
+        assert!(!reads_history, "the stats view reads the history: {}", stats_plan.0);
+        // Retention: the history by queue and age (here all in the default partition, where
+        // add_history_and_backlog's rows land), cancelled jobs by their index in the hot table.
+        let args = [10000i32.into(), now.into()];
+        let history_plan = Spi::explain_with_args(include_str!("../../sql/queries/prune_history.sql"), &args).unwrap();
+        assert_no_sort_and_no_seq_scan(&history_plan.0);
+        assert_reads_index(&history_plan.0, "jq_job_history_default_queue");
+        let cancelled_plan =
+            Spi::explain_with_args(include_str!("../../sql/queries/prune_cancelled.sql"), &args).unwrap();
+        assert_no_seq_scan(&cancelled_plan.0);
+        assert_reads_index(&cancelled_plan.0, "jq_jobs_unresolved");
     }
 
     /// The statements that run with session-long generic plans (this module) keep their access paths in
@@ -186,7 +188,7 @@ mod tests {
         run("INSERT INTO jq_queues (queue_name, concurrency_limit) VALUES ('q3', 10)");
         // Statistics taken while nothing ran, then many running jobs: the case where the index of
         // running jobs looks empty to the planner but is not.
-        run("ANALYZE jq_jobs");
+        run("ANALYZE jq_live_jobs");
         run("SELECT count(*) FROM jq_claim('q2', 'w', interval '1 hour', 1000)");
         assert_generic_plans_use_indexes();
     }
@@ -305,9 +307,9 @@ mod tests {
 
     /// 100k succeeded jobs and 10k pending ones (five priorities, a second apart) over four queues.
     fn add_history_and_backlog() {
-        run("INSERT INTO jq_jobs (queue_name, payload, status, available_at, max_attempts, created_at, finished_at, attempt_count)
-             SELECT 'q' || (i % 4), '{}', 'succeeded', now(), 8, now(), now(), 1 FROM generate_series(1, 100000) i");
-        run("INSERT INTO jq_jobs (queue_name, payload, priority, available_at, max_attempts, created_at)
+        run("INSERT INTO jq_job_history (id, queue_name, payload, priority, available_at, attempt_count, max_attempts, lease_token, created_at, finished_at)
+             SELECT nextval('jq_jobs_id_seq'), 'q' || (i % 4), '{}', 0, now(), 1, 8, 1, now(), now() FROM generate_series(1, 100000) i");
+        run("INSERT INTO jq_live_jobs (queue_name, payload, priority, available_at, max_attempts, created_at)
              SELECT 'q' || (i % 4), '{}', i % 5, now() - (i || ' s')::interval, 8, now() FROM generate_series(1, 10000) i");
     }
 
@@ -319,8 +321,10 @@ mod tests {
 
     fn assert_no_seq_scan(plan: &serde_json::Value) {
         for node in plan_nodes(plan) {
-            let scans_jobs = node["Node Type"] == "Seq Scan" && node["Relation Name"] == "jq_jobs";
-            assert!(!scans_jobs, "the plan scans jq_jobs sequentially: {plan}");
+            let relation = node["Relation Name"].as_str().unwrap_or_default();
+            let jobs = relation == "jq_live_jobs" || relation.starts_with("jq_job_history");
+            let scans_jobs = node["Node Type"] == "Seq Scan" && jobs;
+            assert!(!scans_jobs, "the plan scans {relation} sequentially: {plan}");
         }
     }
 

@@ -26,7 +26,6 @@ use super::{listeners, queue_key, xact};
 use crate::db::Session;
 
 const NOTIFY_SETTING: &str = include_str!("../../sql/queries/queue_notify.sql");
-const NOTIFY_SETTING_LEGACY: &str = include_str!("../../sql/queries/queue_notify_legacy.sql");
 
 /// Enough that unrelated queues rarely share a slot.
 const SLOTS: usize = 1024;
@@ -133,17 +132,7 @@ fn notify_setting(db: &mut Session, queue_name: &str) -> spi::Result<Option<bool
     if let Some(setting) = cached {
         return Ok(setting);
     }
-    let setting = if crate::rights::enforced() {
-        db.first::<bool>(NOTIFY_SETTING, &[queue_name.into()])?
-    } else {
-        // SQL definitions older than 0.3.0 (until ALTER EXTENSION UPDATE): their `notify` is never
-        // NULL, and on meant what NULL means now where the library is preloaded, and always where
-        // it is not.
-        match db.first::<bool>(NOTIFY_SETTING_LEGACY, &[queue_name.into()])?.unwrap_or(true) {
-            true if crate::guc::preloaded() => None,
-            on => Some(on),
-        }
-    };
+    let setting = db.first::<bool>(NOTIFY_SETTING, &[queue_name.into()])?;
     NOTIFY_SETTINGS.with(|seen| seen.borrow_mut().insert(queue_name.to_owned(), (setting, Instant::now())));
     Ok(setting)
 }

@@ -1,1 +1,1 @@
-SELECT count(*) FROM jq_jobs WHERE status = 'pending';
+SELECT count(*) FROM jq_live_jobs WHERE status = 'pending';

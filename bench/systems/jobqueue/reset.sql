@@ -1,1 +1,1 @@
-TRUNCATE jq_jobs CASCADE;
+TRUNCATE jq_live_jobs, jq_job_history, jq_job_events;

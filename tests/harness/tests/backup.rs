@@ -23,6 +23,27 @@ fn a_dump_and_restore_keeps_jobs_settings_history_and_ids() {
     client
         .query_one("SELECT jq_fail($1, 'w', $2, 'BOOM', 'kept in history', retryable => false)", &[&id, &token])
         .unwrap();
+    // History in a day partition (made by jq_prune after installation, so not the extension's own)
+    // and in the default partition (a job that finished before the day existed).
+    let (early, early_token): (i64, i64) = {
+        let row = client.query_one("SELECT id, lease_token FROM jq_claim('kept', 'w')", &[]).unwrap();
+        (row.get(0), row.get(1))
+    };
+    client.query_one("SELECT jq_complete($1, 'w', $2)", &[&early, &early_token]).unwrap();
+    client
+        .batch_execute("UPDATE jq_job_history SET finished_at = finished_at - interval '3 days'; SELECT jq_prune();")
+        .unwrap();
+    let (late, late_token): (i64, i64) = {
+        let row = client.query_one("SELECT id, lease_token FROM jq_claim('kept', 'w')", &[]).unwrap();
+        (row.get(0), row.get(1))
+    };
+    client.query_one("SELECT jq_complete($1, 'w', $2)", &[&late, &late_token]).unwrap();
+    let places = |c: &mut jq_harness::Client| -> Vec<String> {
+        text_rows(c, "SELECT tableoid::regclass || ' ' || count(*) FROM jq_job_history GROUP BY tableoid ORDER BY 1")
+    };
+    let placed = places(&mut client);
+    assert_eq!(placed.len(), 2, "{placed:?}");
+    assert!(placed[0].starts_with("jq_job_history_2") && placed[1] == "jq_job_history_default 1", "{placed:?}");
     let snapshot = |c: &mut jq_harness::Client| -> Vec<String> {
         text_rows(
             c,
@@ -54,6 +75,7 @@ fn a_dump_and_restore_keeps_jobs_settings_history_and_ids() {
     let dsn = cluster.dsn().replace("dbname=postgres", "dbname=restored");
     let mut restored = postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
     assert_eq!(snapshot(&mut restored), before, "the restored queue differs");
+    assert_eq!(places(&mut restored), placed, "the days of history are restored as they were");
     let next: i64 = restored.query_one("SELECT jq_enqueue('kept', '{}')", &[]).unwrap().get(0);
     assert!(next > max_id, "a job id was reused after the restore");
     let again: i64 = restored.query_one("SELECT jq_enqueue('kept', '{}', dedup_key => 'once')", &[]).unwrap().get(0);

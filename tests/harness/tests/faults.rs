@@ -404,9 +404,9 @@ fn boundary_10_a_million_job_backlog_keeps_plans_and_recovers_in_bounded_passes(
     let mut client = cluster.connect();
     client
         .batch_execute(
-            "INSERT INTO jq_jobs (queue_name, payload, priority, available_at, max_attempts, created_at)
+            "INSERT INTO jq_live_jobs (queue_name, payload, priority, available_at, max_attempts, created_at)
              SELECT 'big', '{}', i % 10, now() - interval '1 minute', 8, now() FROM generate_series(1, 1000000) i;
-             ANALYZE jq_jobs;",
+             ANALYZE jq_live_jobs;",
         )
         .unwrap();
     let plan = |client: &mut Client, sql: &str| -> String {

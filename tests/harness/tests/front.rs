@@ -178,7 +178,7 @@ fn failed_reaped_and_redriven_jobs_come_back_in_claim_order() {
     client.batch_execute(&format!("SELECT jq_cancel(id) FROM jq_jobs WHERE id = {urgent}")).unwrap();
     client.batch_execute(&format!("SELECT jq_retry({urgent})")).unwrap();
     assert_eq!(next_claimed(&mut client), urgent, "re-driven");
-    client.batch_execute(&format!("UPDATE jq_jobs SET lease_expires_at = now() WHERE id = {urgent}")).unwrap();
+    client.batch_execute(&format!("UPDATE jq_live_jobs SET lease_expires_at = now() WHERE id = {urgent}")).unwrap();
     assert_eq!(one(&mut client, "SELECT jq_reap()::bigint"), 1);
     wait_until("the backoff passes", || {
         one(&mut client, "SELECT count(*) FROM jq_jobs WHERE available_at > now()") == 0
@@ -222,7 +222,11 @@ fn a_job_made_pending_outside_the_functions_is_found_within_a_second() {
     let (_cluster, mut client) = queue_with_a_moved_front();
     let first = one(&mut client, "SELECT min(id) FROM jq_jobs WHERE status = 'succeeded'");
     client
-        .batch_execute(&format!("UPDATE jq_jobs SET status = 'pending', finished_at = NULL WHERE id = {first}"))
+        .batch_execute(&format!(
+            "WITH h AS (DELETE FROM jq_job_history WHERE id = {first} RETURNING *)
+             INSERT INTO jq_live_jobs (id, queue_name, payload, priority, available_at, max_attempts, lease_token, created_at)
+             SELECT id, queue_name, payload, priority, available_at, max_attempts, lease_token, created_at FROM h"
+        ))
         .unwrap();
     // The first claim may pass it; one within a second takes it, before the 100 jobs behind it run out.
     wait_until("an operator's UPDATE is seen by claims", || {

@@ -137,7 +137,7 @@ fn a_claim_skips_a_job_locked_by_another_transaction() {
     let second: i64 = holder.query_one("SELECT jq_enqueue('locked', '{}')", &[]).unwrap().get(0);
 
     let mut tx = holder.transaction().unwrap();
-    tx.execute("SELECT 1 FROM jq_jobs WHERE id = $1 FOR UPDATE", &[&first]).unwrap();
+    tx.execute("SELECT 1 FROM jq_live_jobs WHERE id = $1 FOR UPDATE", &[&first]).unwrap();
     claimer.batch_execute("SET lock_timeout = '5s'").unwrap();
     assert_eq!(claim(&mut claimer, "locked", "w", "1 minute").map(|c| c.0), Some(second));
     assert_eq!(claim(&mut claimer, "locked", "w", "1 minute"), None);

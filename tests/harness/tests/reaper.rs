@@ -56,7 +56,7 @@ fn the_background_reaper_reaps_with_nobody_calling_jq_reap() {
     let old: i64 = client.query_one("SELECT jq_enqueue('bg', '{}', priority => 9)", &[]).unwrap().get(0);
     let token: i64 = client.query_one("SELECT lease_token FROM jq_claim('bg', 'w')", &[]).unwrap().get(0);
     client.query_one("SELECT jq_complete($1, 'w', $2)", &[&old, &token]).unwrap();
-    client.execute("UPDATE jq_jobs SET finished_at = now() - interval '8 days' WHERE id = $1", &[&old]).unwrap();
+    client.execute("UPDATE jq_job_history SET finished_at = now() - interval '8 days' WHERE id = $1", &[&old]).unwrap();
     wait_until("the retention pass has deleted the old job", || {
         client.query_one("SELECT count(*) = 0 FROM jq_jobs WHERE id = $1", &[&old]).unwrap().get(0)
     });
@@ -80,14 +80,14 @@ fn the_reaper_survives_a_failing_pass_and_returns_after_termination() {
         .batch_execute(
             "CREATE FUNCTION refuse_reap() RETURNS trigger LANGUAGE plpgsql AS $$
              BEGIN RAISE EXCEPTION 'this job refuses to be reaped'; END $$;
-             CREATE TRIGGER refuse_reap BEFORE UPDATE ON jq_jobs FOR EACH ROW
+             CREATE TRIGGER refuse_reap BEFORE UPDATE ON jq_live_jobs FOR EACH ROW
              WHEN (NEW.last_error_code = 'LEASE_EXPIRED') EXECUTE FUNCTION refuse_reap();",
         )
         .unwrap();
     let id = abandon_a_job(&mut client, "poison");
     wait_until("a failing pass is logged", || cluster.log().contains("this job refuses to be reaped"));
     assert_eq!(status(&mut client, id), "running");
-    client.batch_execute("DROP TRIGGER refuse_reap ON jq_jobs").unwrap();
+    client.batch_execute("DROP TRIGGER refuse_reap ON jq_live_jobs").unwrap();
     wait_until("the lease is reaped once the pass can succeed", || status(&mut client, id) == "pending");
     assert_eq!(reaper_pid(&mut client), Some(first_pid), "the worker restarted instead of carrying on");
 

@@ -329,7 +329,7 @@ fn backoff_cannot_overflow_and_one_bad_row_does_not_stop_the_reaper() {
     // A lease expiring at its 33rd attempt with a base of an hour: reaped, not an error.
     c.batch_execute("SELECT jq_configure('slow', '{\"backoff_base\": \"1 hour\", \"backoff_cap\": \"100 years\"}'); SELECT jq_enqueue('slow', '{}')").unwrap();
     let slow: i64 = c.query_one("SELECT id FROM jq_claim('slow', 'w', '100 ms')", &[]).unwrap().get(0);
-    c.execute("UPDATE jq_jobs SET attempt_count = 33 WHERE id = $1", &[&slow]).unwrap();
+    c.execute("UPDATE jq_live_jobs SET attempt_count = 33 WHERE id = $1", &[&slow]).unwrap();
     // One row that fails whatever is done to it (a trigger stands for any such fault), and a job of
     // another queue whose lease expires after it.
     c.batch_execute("SELECT jq_enqueue('bad', '{}'); SELECT jq_enqueue('good', '{}')").unwrap();
@@ -337,7 +337,7 @@ fn backoff_cannot_overflow_and_one_bad_row_does_not_stop_the_reaper() {
     c.batch_execute(&format!(
         "CREATE FUNCTION public.refuse() RETURNS trigger LANGUAGE plpgsql AS $t$ BEGIN
              IF NEW.id = {bad} THEN RAISE EXCEPTION 'this row cannot change'; END IF; RETURN NEW; END $t$;
-         CREATE TRIGGER refuse BEFORE UPDATE ON jq_jobs FOR EACH ROW EXECUTE FUNCTION public.refuse();"
+         CREATE TRIGGER refuse BEFORE UPDATE ON jq_live_jobs FOR EACH ROW EXECUTE FUNCTION public.refuse();"
     ))
     .unwrap();
     let good: i64 = c.query_one("SELECT id FROM jq_claim('good', 'w', '300 ms')", &[]).unwrap().get(0);

@@ -1,8 +1,73 @@
-//! Upgrades in place: a database on the first release (its frozen install script in sql/released)
-//! takes jobs, is upgraded with `ALTER EXTENSION pg_jobqueue UPDATE`, keeps its jobs and leases, and
+//! Upgrades in place: a database on an earlier release (its frozen install script in sql/released)
+//! holds jobs, is upgraded with `ALTER EXTENSION pg_jobqueue UPDATE`, keeps its jobs and leases, and
 //! then has exactly the objects of a fresh install of the current version.
+//!
+//! The library installed is always the current one, and it refuses to serve the tables of an older
+//! release; so the jobs of before the upgrade are written here as that release's functions left
+//! them (`jobs_as_0_2_0`), leases included.
 
 use jq_harness::{text_rows, Client, Cluster};
+
+/// Writes into the `jq_jobs` table of 0.1.0 or 0.2.0 (the same table) jobs of `queue` in every
+/// state, as those releases' functions left them: five succeeded, one succeeded after a failure,
+/// one dead, one cancelled (each with its event), one scheduled with a dedup key, one with an
+/// ordering key, three pending of priority 5, and two running under leases of worker 'holder' that
+/// end in an hour. Returns the two leases as (id, token).
+fn jobs_as_0_2_0(client: &mut Client, queue: &str) -> Vec<(i64, i64)> {
+    client
+        .batch_execute(&format!(
+            "INSERT INTO jq_jobs (queue_name, payload, status, available_at, attempt_count, max_attempts, lease_token,
+                                  lease_length, claimed_at, created_at, finished_at)
+             SELECT '{queue}', '{{\"kind\": \"done\"}}', 'succeeded', now() - interval '1 minute', 1, 8, 1,
+                    interval '1 hour', now() - interval '30 s', now() - interval '1 minute', now() - interval '20 s'
+             FROM generate_series(1, 5);
+             WITH j AS (
+                 INSERT INTO jq_jobs (queue_name, payload, status, available_at, attempt_count, max_attempts,
+                                      lease_token, lease_length, claimed_at, last_error_code, last_error_message,
+                                      created_at, finished_at)
+                 VALUES ('{queue}', '{{\"kind\": \"flaky\"}}', 'succeeded', now() - interval '9 s', 2, 3, 2,
+                         interval '60 s', now() - interval '5 s', 'FLAKY', 'first try', now() - interval '1 minute', now())
+                 RETURNING id, queue_name)
+             INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worker, lease_token, error_code, error_message)
+             SELECT id, queue_name, 'failed', 'pending', now() - interval '10 s', 1, 'w', 1, 'FLAKY', 'first try' FROM j;
+             WITH j AS (
+                 INSERT INTO jq_jobs (queue_name, payload, status, available_at, attempt_count, max_attempts,
+                                      lease_token, lease_length, claimed_at, last_error_code, last_error_message,
+                                      created_at, finished_at)
+                 VALUES ('{queue}', '{{\"kind\": \"dead\"}}', 'dead', now() - interval '1 minute', 1, 8, 1,
+                         interval '60 s', now() - interval '30 s', 'BROKEN', 'no retry', now() - interval '1 minute', now())
+                 RETURNING id, queue_name)
+             INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worker, lease_token, error_code, error_message)
+             SELECT id, queue_name, 'failed', 'dead', now(), 1, 'w', 1, 'BROKEN', 'no retry' FROM j;
+             WITH j AS (
+                 INSERT INTO jq_jobs (queue_name, payload, status, available_at, max_attempts, created_at, finished_at)
+                 VALUES ('{queue}', '{{\"kind\": \"cancelled\"}}', 'cancelled', now(), 8, now(), now())
+                 RETURNING id, queue_name)
+             INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, lease_token)
+             SELECT id, queue_name, 'cancelled', 'cancelled', now(), 0, 0 FROM j;
+             INSERT INTO jq_jobs (queue_name, payload, available_at, max_attempts, dedup_key, created_at)
+             VALUES ('{queue}', '{{\"kind\": \"later\"}}', now() + interval '1 day', 8, 'd1', now());
+             INSERT INTO jq_jobs (queue_name, payload, available_at, max_attempts, ordering_key, created_at)
+             VALUES ('{queue}', '{{\"kind\": \"keyed\"}}', now(), 8, 'k', now());
+             INSERT INTO jq_jobs (queue_name, payload, priority, available_at, max_attempts, created_at)
+             SELECT '{queue}', '{{\"kind\": \"pending\"}}', 5, now(), 8, now() FROM generate_series(1, 3);"
+        ))
+        .unwrap();
+    client
+        .query(
+            "INSERT INTO jq_jobs (queue_name, payload, status, available_at, attempt_count, max_attempts, lease_owner,
+                                  lease_token, lease_expires_at, lease_length, claimed_at, created_at)
+             SELECT $1, '{\"kind\": \"held\"}', 'running', now(), 1, 8, 'holder', 7, now() + interval '1 hour',
+                    interval '1 hour', now(), now()
+             FROM generate_series(1, 2)
+             RETURNING id, lease_token",
+            &[&queue],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
 
 #[test]
 fn an_upgrade_from_the_first_release_keeps_the_queue_and_matches_a_fresh_install() {
@@ -17,13 +82,8 @@ fn an_upgrade_from_the_first_release_keeps_the_queue_and_matches_a_fresh_install
 
     let mut old = connect("upgraded");
     old.batch_execute("CREATE EXTENSION pg_jobqueue VERSION '0.1.0'").unwrap();
-    old.batch_execute(
-        "INSERT INTO jq_queues (queue_name, max_attempts) VALUES ('kept', 3);
-         SELECT jq_enqueue_batch('kept', array_fill('{\"x\": 1}'::jsonb, ARRAY[3]));",
-    )
-    .unwrap();
-    let row = old.query_one("SELECT id, lease_token FROM jq_claim('kept', 'w', interval '1 hour')", &[]).unwrap();
-    let (id, token): (i64, i64) = (row.get(0), row.get(1));
+    old.batch_execute("INSERT INTO jq_queues (queue_name, max_attempts) VALUES ('kept', 3)").unwrap();
+    let (id, token) = jobs_as_0_2_0(&mut old, "kept")[0];
 
     old.batch_execute("ALTER EXTENSION pg_jobqueue UPDATE").unwrap();
     let (installed, current): (String, String) = {
@@ -39,16 +99,16 @@ fn an_upgrade_from_the_first_release_keeps_the_queue_and_matches_a_fresh_install
     assert_eq!(installed, current, "ALTER EXTENSION UPDATE did not reach the current version");
     assert_ne!(installed, "0.1.0", "this test needs a version after the first release");
 
-    // The lease taken before the upgrade is honoured after it, by a function the upgrade added.
+    // The lease held across the upgrade is honoured after it, by a function the upgrade added.
     let completed: Vec<i64> = old
-        .query("SELECT * FROM jq_complete_batch(ARRAY[$1::bigint], 'w', ARRAY[$2::bigint])", &[&id, &token])
+        .query("SELECT * FROM jq_complete_batch(ARRAY[$1::bigint], 'holder', ARRAY[$2::bigint])", &[&id, &token])
         .unwrap()
         .iter()
         .map(|r| r.get(0))
         .collect();
     assert_eq!(completed, vec![id]);
     let pending: i64 = old.query_one("SELECT count(*) FROM jq_jobs WHERE status = 'pending'", &[]).unwrap().get(0);
-    assert_eq!(pending, 2, "the other jobs of the old version are still there");
+    assert_eq!(pending, 5, "the other jobs of the old version are still there");
 
     let mut fresh = connect("fresh");
     fresh.batch_execute("CREATE EXTENSION pg_jobqueue").unwrap();
@@ -123,10 +183,13 @@ fn an_upgrade_from_0_2_0_moves_table_rights_to_queue_rights_and_keeps_leases() {
          INSERT INTO jq_queues (queue_name, retention) VALUES ('kept', '10000 years');",
     )
     .unwrap();
+    let (id, token) = jobs_as_0_2_0(&mut old, "kept")[0];
+    // Until the update, the library refuses the old tables, with what to do.
     let mut worker = postgres::Client::connect(&dsn("worker"), postgres::NoTls).unwrap();
-    worker.batch_execute("SELECT jq_enqueue_batch('kept', array_fill('{}'::jsonb, ARRAY[3]))").unwrap();
-    let row = worker.query_one("SELECT id, lease_token FROM jq_claim('kept', 'w', interval '1 hour')", &[]).unwrap();
-    let (id, token): (i64, i64) = (row.get(0), row.get(1));
+    let refused = worker.batch_execute("SELECT jq_claim('kept', 'w')").unwrap_err();
+    let refused = refused.as_db_error().unwrap();
+    assert_eq!(refused.code().code(), "55000");
+    assert_eq!(refused.detail(), Some("Run ALTER EXTENSION pg_jobqueue UPDATE in this database."));
 
     old.batch_execute("ALTER EXTENSION pg_jobqueue UPDATE TO '0.3.0'").unwrap();
     let rights = text_rows(&mut old, "SELECT role || ' ' || queue || ' ' || privilege FROM jq_grants ORDER BY 1");
@@ -138,10 +201,10 @@ fn an_upgrade_from_0_2_0_moves_table_rights_to_queue_rights_and_keeps_leases() {
     // A new session: the old one cached the 0.2.0 definitions' behaviour.
     let mut worker = postgres::Client::connect(&dsn("worker"), postgres::NoTls).unwrap();
     assert!(
-        worker.query_one("SELECT jq_complete($1, 'w', $2)", &[&id, &token]).unwrap().get::<_, bool>(0),
+        worker.query_one("SELECT jq_complete($1, 'holder', $2)", &[&id, &token]).unwrap().get::<_, bool>(0),
         "the lease from before"
     );
-    assert_eq!(worker.query("SELECT * FROM jq_claim('kept', 'w')", &[]).unwrap().len(), 1);
+    assert_eq!(worker.query("SELECT * FROM jq_claim('kept', 'w', batch_size => 4)", &[]).unwrap().len(), 4);
     let denied = worker.batch_execute("SELECT count(*) FROM jq_jobs").unwrap_err();
     assert_eq!(denied.code().map(|c| c.code()), Some("42501"), "no table right is left");
     let pending: i64 = old.query_one("SELECT count(*) FROM jq_jobs WHERE status = 'pending'", &[]).unwrap().get(0);
@@ -171,4 +234,59 @@ fn an_upgrade_from_0_2_0_keeps_what_each_queue_notified() {
         );
         assert_eq!(notify, ["off false".to_owned(), format!("on {was_on}")], "preload settings {settings:?}");
     }
+}
+
+/// From 0.2.0 with every kind of job: after the upgrade every job reads as it did (jq_jobs has the
+/// same columns, now over two tables), every event is kept, the succeeded jobs are in the history
+/// and the others in the hot table, a worker holding a lease across the upgrade completes, and a
+/// dead job is re-driven with its history.
+#[test]
+fn an_upgrade_from_0_2_0_moves_every_job_into_the_new_layout() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    admin.batch_execute("CREATE DATABASE upgraded").unwrap();
+    let dsn = cluster.dsn().replace("dbname=postgres", "dbname=upgraded");
+    let mut old = postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
+    old.batch_execute("CREATE EXTENSION pg_jobqueue VERSION '0.2.0'").unwrap();
+    let leases = jobs_as_0_2_0(&mut old, "q");
+    let jobs = |c: &mut Client| text_rows(c, "SELECT j::text FROM jq_jobs j ORDER BY id");
+    let events = |c: &mut Client| text_rows(c, "SELECT e::text FROM jq_job_events e ORDER BY id");
+    let (jobs_before, events_before) = (jobs(&mut old), events(&mut old));
+    assert_eq!(jobs_before.len(), 15);
+    assert_eq!(events_before.len(), 3, "a failure, a death and a cancellation");
+
+    old.batch_execute("ALTER EXTENSION pg_jobqueue UPDATE TO '0.3.0'").unwrap();
+    let mut new = postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
+    assert_eq!(jobs(&mut new), jobs_before, "every job reads as before");
+    assert_eq!(events(&mut new), events_before, "every event is kept");
+    let placed = text_rows(
+        &mut new,
+        "SELECT 'live ' || status || ' ' || count(*) FROM jq_live_jobs GROUP BY status
+         UNION ALL SELECT 'history ' || count(*) FROM jq_job_history ORDER BY 1",
+    );
+    assert_eq!(placed, ["history 6", "live cancelled 1", "live dead 1", "live pending 5", "live running 2"]);
+
+    for (id, token) in &leases {
+        let done: bool = new.query_one("SELECT jq_complete($1, 'holder', $2)", &[id, token]).unwrap().get(0);
+        assert!(done, "the lease held across the upgrade completes");
+    }
+    let in_history: i64 = new
+        .query_one(
+            "SELECT count(*) FROM jq_job_history WHERE id = ANY($1)",
+            &[&leases.iter().map(|l| l.0).collect::<Vec<_>>()],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(in_history, 2);
+    let dead: i64 = new.query_one("SELECT id FROM jq_jobs WHERE status = 'dead'", &[]).unwrap().get(0);
+    assert!(new.query_one("SELECT jq_retry($1)", &[&dead]).unwrap().get::<_, bool>(0), "re-drive");
+    let history = text_rows(&mut new, &format!("SELECT event FROM jq_job_events WHERE job_id = {dead} ORDER BY id"));
+    assert_eq!(history, ["failed", "retried"]);
+    let deduped: i64 = new.query_one("SELECT jq_enqueue('q', '{}', dedup_key => 'd1')", &[]).unwrap().get(0);
+    let kept: i64 = new.query_one("SELECT id FROM jq_jobs WHERE dedup_key = 'd1'", &[]).unwrap().get(0);
+    assert_eq!(deduped, kept, "dedup keys hold across the upgrade");
+    // The moved history is in the default partition; retention deletes it when its time comes.
+    new.batch_execute("UPDATE jq_job_history SET finished_at = finished_at - interval '8 days' WHERE id < 7").unwrap();
+    let pruned: i32 = new.query_one("SELECT jq_prune()", &[]).unwrap().get(0);
+    assert_eq!(pruned, 6);
 }

@@ -3,7 +3,7 @@
 -- the wait's 0A000 and 57014; and the edge values that are accepted.
 \set SHOW_CONTEXT never
 -- Start from empty tables and job ids from 1, whatever the files before this one left.
-TRUNCATE jq_job_events, jq_jobs, jq_queues;
+TRUNCATE jq_job_events, jq_live_jobs, jq_job_history, jq_queues;
 ALTER SEQUENCE jq_jobs_id_seq RESTART;
 ALTER SEQUENCE jq_job_events_id_seq RESTART;
 

@@ -4,7 +4,7 @@
 -- and refuses a bad one with 22023 naming "settings", changing nothing).
 \set SHOW_CONTEXT never
 -- Start from empty tables, whatever the files before this one left.
-TRUNCATE jq_job_events, jq_jobs, jq_queues;
+TRUNCATE jq_job_events, jq_live_jobs, jq_job_history, jq_queues;
 
 -- Each refusal of the table's constraints names the constraint. Terse: the DETAIL would repeat the
 -- whole failing row.

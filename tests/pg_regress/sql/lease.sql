@@ -4,7 +4,7 @@
 -- job id is not an error: the guarded functions return false.
 \set SHOW_CONTEXT never
 -- Start from empty tables and job ids from 1, whatever the files before this one left.
-TRUNCATE jq_job_events, jq_jobs, jq_queues;
+TRUNCATE jq_job_events, jq_live_jobs, jq_job_history, jq_queues;
 ALTER SEQUENCE jq_jobs_id_seq RESTART;
 ALTER SEQUENCE jq_job_events_id_seq RESTART;
 
@@ -124,9 +124,9 @@ FROM jq_job_events WHERE job_id = :id;
 -- and attempt_count within max_attempts, whoever writes the row (here the owner, directly). Terse:
 -- the DETAIL would show the failing row, timestamps included.
 \set VERBOSITY terse
-UPDATE jq_jobs SET lease_owner = 'w' WHERE id = :id;
+UPDATE jq_live_jobs SET lease_owner = 'w' WHERE id = :id;
 \echo :SQLSTATE
-UPDATE jq_jobs SET attempt_count = max_attempts + 1 WHERE id = :id;
+UPDATE jq_live_jobs SET attempt_count = max_attempts + 1 WHERE id = :id;
 \echo :SQLSTATE
 \set VERBOSITY default
 SELECT status, lease_owner, attempt_count FROM jq_jobs WHERE id = :id;

@@ -4,7 +4,7 @@
 -- newer job holds fails with 23505; a job in the wrong state, or an unknown id, is answered false.
 \set SHOW_CONTEXT never
 -- Start from empty tables and job ids from 1, whatever the files before this one left.
-TRUNCATE jq_job_events, jq_jobs, jq_queues;
+TRUNCATE jq_job_events, jq_live_jobs, jq_job_history, jq_queues;
 ALTER SEQUENCE jq_jobs_id_seq RESTART;
 ALTER SEQUENCE jq_job_events_id_seq RESTART;
 

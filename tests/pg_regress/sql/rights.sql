@@ -6,7 +6,7 @@
 -- and token it gave were right.
 \set SHOW_CONTEXT never
 -- Start from empty tables, no grants, and job ids from 1, whatever the files before this one left.
-TRUNCATE jq_job_events, jq_jobs, jq_queues;
+TRUNCATE jq_job_events, jq_live_jobs, jq_job_history, jq_queues;
 DELETE FROM jq_grants;
 ALTER SEQUENCE jq_jobs_id_seq RESTART;
 ALTER SEQUENCE jq_job_events_id_seq RESTART;

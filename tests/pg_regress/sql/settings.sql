@@ -3,7 +3,7 @@
 -- limits decide what the functions accept, with a value over a limit refused, never clamped.
 \set SHOW_CONTEXT never
 -- Start from empty tables, whatever the files before this one left.
-TRUNCATE jq_job_events, jq_jobs, jq_queues;
+TRUNCATE jq_job_events, jq_live_jobs, jq_job_history, jq_queues;
 -- The library defines its settings when it is loaded. Load it first, so that a SET below meets the
 -- real setting and not a placeholder that any role may set.
 LOAD 'pg_jobqueue';

@@ -1,0 +1,38 @@
+-- $1 now
+-- The day partitions of jq_job_history that every queue with jobs in them keeps no longer: the day
+-- ended longer ago than each such queue's retention (7 days for a queue without a settings row; a
+-- NULL retention keeps its days). Which queues a day holds is a skip scan of jq_job_history_queue,
+-- one probe per queue, whatever the number of jobs. Each day comes with its qualified name.
+WITH days AS (
+    SELECT pg_catalog.format('%I.%I', n.nspname, c.relname) AS qualified,
+           pg_catalog.to_date(pg_catalog.substr(c.relname, 16), 'YYYYMMDD')::timestamp AT TIME ZONE 'UTC' AS lo
+    FROM pg_catalog.pg_inherits i
+    JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
+    JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+    WHERE i.inhparent = 'jq_job_history'::pg_catalog.regclass
+      AND c.relname ~ '^jq_job_history_[0-9]{8}$'
+)
+SELECT d.qualified
+FROM days d
+WHERE d.lo + interval '24 hours' <= $1
+  AND NOT EXISTS (
+      WITH RECURSIVE held AS (
+          SELECT pg_catalog.min(h.queue_name) AS queue_name
+          FROM jq_job_history h
+          WHERE h.finished_at >= d.lo AND h.finished_at < d.lo + interval '24 hours'
+          UNION ALL
+          SELECT (SELECT pg_catalog.min(h.queue_name)
+                  FROM jq_job_history h
+                  WHERE h.queue_name > held.queue_name
+                    AND h.finished_at >= d.lo AND h.finished_at < d.lo + interval '24 hours')
+          FROM held
+          WHERE held.queue_name IS NOT NULL
+      )
+      SELECT 1
+      FROM held
+      LEFT JOIN jq_queues q ON q.queue_name = held.queue_name
+      WHERE held.queue_name IS NOT NULL
+        AND NOT coalesce(d.lo + interval '24 hours'
+                         <= $1 - CASE WHEN q.queue_name IS NULL THEN interval '7 days' ELSE q.retention END,
+                         false))
+ORDER BY d.lo

@@ -1,0 +1,23 @@
+-- $1 max_jobs, $2 now
+-- Deletes up to $1 cancelled jobs that finished longer ago than their queue's retention (7 days for
+-- a queue without a settings row; a NULL retention keeps them), oldest first, with their events.
+-- Cancelled jobs stay in the hot table until then, since a re-drive may bring them back; they are
+-- few, and jq_jobs_unresolved holds them.
+WITH picked AS (
+    SELECT j.id
+    FROM jq_live_jobs j
+    LEFT JOIN jq_queues q ON q.queue_name = j.queue_name
+    WHERE j.status OPERATOR(pg_catalog.=) 'cancelled'
+      AND j.finished_at < $2 - CASE WHEN q.queue_name IS NULL THEN interval '7 days' ELSE q.retention END
+    ORDER BY j.finished_at
+    LIMIT $1
+    FOR UPDATE OF j SKIP LOCKED
+), pruned AS (
+    DELETE FROM jq_live_jobs j
+    WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
+      AND j.status OPERATOR(pg_catalog.=) 'cancelled'
+    RETURNING j.id
+), events AS (
+    DELETE FROM jq_job_events e WHERE e.job_id = ANY (ARRAY(SELECT id FROM pruned))
+)
+SELECT id FROM pruned
