@@ -27,7 +27,10 @@ SYSTEMS = ["jobqueue", "baseline", "pgmq"]
 VARIANTS = {
     "jq_no_front": (["pg_jobqueue.claim_front = off"], ["w3", "w5"]),
     "jq_sync_claims": (["pg_jobqueue.async_claims = off"], ["w3", "w4_10"]),
+    # W9: W3 on a queue whose history holds HISTORY_ROWS succeeded jobs, kept across runs.
+    "jq_history": ([], ["w3"]),
 }
+HISTORY_ROWS = 10_000_000
 CLIENTS = 8
 # A fixed configuration, the same for every system; synchronous_commit is set per pass.
 SERVER_CONF = [
@@ -77,7 +80,7 @@ class System:
     def __init__(self, cluster, name, settings=(), workloads=()):
         self.cluster = cluster
         self.name = name
-        self.dir = SYSTEMS_DIR / ("jobqueue" if settings else name)
+        self.dir = SYSTEMS_DIR / ("jobqueue" if name.startswith("jq_") else name)
         self.settings = settings
         # Empty: every workload.
         self.workloads = workloads
@@ -93,10 +96,15 @@ class System:
         if self.name == "pgmq":
             self.cluster.psql(self.name, file=pgmq_sql)
         self.sql("setup")
+        if self.name == "jq_history":
+            print(f"  jq_history: {HISTORY_ROWS} succeeded jobs into the history", flush=True)
+            self.cluster.psql(self.name, "SELECT jq_prune()")
+            self.sql("history", rows=HISTORY_ROWS, age="1 minute")
 
     def prepare(self, fill):
-        """An empty queue, refilled, vacuumed and checkpointed: every run starts from the same state."""
-        self.sql("reset")
+        """An empty queue, refilled, vacuumed and checkpointed: every run starts from the same state
+        (W9's history stays)."""
+        self.sql("reset_live" if self.name == "jq_history" else "reset")
         if fill:
             self.sql("fill", fill=fill)
         self.vacuum()
@@ -272,6 +280,27 @@ def reap_workload(system, leases):
     return {"leases": int(claimed), "reaped": reaped, "seconds": seconds, "passes": passes}
 
 
+def retention_workload(system, jobs):
+    """W10: one jq_prune() removes an expired day of `jobs` succeeded jobs; its time, and the dead
+    tuples and deleted rows it leaves in the history's partitions."""
+    system.prepare(0)
+    system.cluster.psql(system.name, "SELECT jq_prune()")
+    system.sql("history_day", days_ago=10)
+    system.sql("history", rows=jobs, age="10 days")
+    system.vacuum()
+    system.cluster.psql(system.name, "CHECKPOINT")
+    started = time.monotonic()
+    pruned = int(system.cluster.psql(system.name, "SELECT jq_prune()"))
+    seconds = time.monotonic() - started
+    time.sleep(1)  # the pruning session's statistics reach the views when it exits
+    dead, deleted = (int(v) for v in system.cluster.psql(system.name, """
+        SELECT coalesce(sum(n_dead_tup), 0), coalesce(sum(n_tup_del), 0) FROM pg_stat_user_tables
+        WHERE relname LIKE 'jq_job_history%'""").split("|"))
+    print(f"  w10     {system.name:9} {pruned} of {jobs} jobs pruned in {seconds:.3f} s, "
+          f"{dead} dead tuples and {deleted} deleted rows left in the history", flush=True)
+    return {"jobs": jobs, "pruned": pruned, "seconds": seconds, "dead_tuples": dead, "deleted_rows": deleted}
+
+
 def notify_cost_workload(system, seconds, runs):
     """W1 on pg_jobqueue with the queue's NOTIFY off, at its default (NULL) with nobody listening
     and with one session listening, and on (true) for every enqueue, runs alternating: what the
@@ -376,6 +405,9 @@ def report(passes):
                          f"{r['backlog']['p50_ms']:.3f} ms with {r['backlog']['jobs']}: {r['ratio_p50']:.2f}x")
         w7 = result["reap"]
         lines.append(f"w7        jobqueue  {w7['reaped']} leases reaped in {w7['seconds']:.2f} s, {w7['passes']} passes")
+        w10 = result["retention"]
+        lines.append(f"w10       jobqueue  {w10['pruned']} of {w10['jobs']} expired jobs pruned in {w10['seconds']:.3f} s, "
+                     f"{w10['dead_tuples']} dead tuples, {w10['deleted_rows']} deleted rows")
         nc = result["notify_cost"]
         lines.append(f"w1        jobqueue  NOTIFY off {nc['off']:.0f} jobs/s, default and nobody listening {nc['on']:.0f}, "
                      f"default with a listener {nc['listened']:.0f}, always {nc.get('always', 0):.0f} jobs/s")
@@ -397,6 +429,11 @@ def report(passes):
         w6 = result["claim_latency"]["jobqueue"]["ratio_p50"]
         lines.append(f"  {'W6 backlog p50 / small':24} {w6:5.2f}x  (goal at most 1.5x)  {'met' if w6 <= 1.5 else 'SHORT'}")
         lines.append(f"  {'W7 seconds':24} {w7['seconds']:5.2f} s  (goal under 10 s)  {'met' if w7['seconds'] < 10 else 'SHORT'}")
+        w9 = tp["w3"]["jq_history"]["jobs_per_s"] / tp["w3"]["jobqueue"]["jobs_per_s"]
+        lines.append(f"  {'W9 10M history vs none':24} {w9:5.2f}x  (goal 0.95x)  {'met' if w9 >= 0.95 else 'SHORT'}")
+        w10_met = w10["seconds"] < 1 and w10["dead_tuples"] == 0 and w10["pruned"] == w10["jobs"]
+        lines.append(f"  {'W10 1M-job day pruned':24} {w10['seconds']:5.2f} s  (goal under 1 s, no dead tuples)  "
+                     f"{'met' if w10_met else 'SHORT'}")
     return "\n".join(lines)
 
 
@@ -485,6 +522,8 @@ def main():
             if not wanted:
                 passes[sync]["claim_latency"] = claim_latency_workload(systems, runs, backlog, 500 if args.quick else 2000)
                 passes[sync]["reap"] = reap_workload(systems[0], 100_000)
+            if not wanted or "w10" in wanted:
+                passes[sync]["retention"] = retention_workload(systems[0], 1_000_000)
             if not wanted or "notify" in wanted:
                 passes[sync]["notify_cost"] = notify_cost_workload(systems[0], seconds, runs)
             if not wanted or "stats" in wanted:

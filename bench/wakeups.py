@@ -84,5 +84,5 @@ def _pct(ordered, p):
 def measure(dsn, jobs):
     """Latency per mode: {"wait": {...}, "notify": {...}, "poll": {...}}."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("DELETE FROM jq_live_jobs WHERE queue_name = %s", (QUEUE,))
+        conn.execute("DELETE FROM jq_live_jobs WHERE id IN (SELECT id FROM jq_jobs WHERE queue_name = %s)", (QUEUE,))
     return {mode: _run_mode(dsn, mode, jobs) for mode in ("wait", "notify", "poll")}

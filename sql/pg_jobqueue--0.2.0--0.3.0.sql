@@ -122,17 +122,6 @@ ALTER TABLE jq_queues
     ADD CONSTRAINT jq_queues_warn_claimable_age_bounded CHECK (jq_setting_interval_ok(warn_claimable_age)),
     ADD CONSTRAINT jq_queues_warn_dead_age_bounded CHECK (jq_setting_interval_ok(warn_dead_age));
 
--- jq_jobs checks its invariants in one constraint instead of three (see sql/schema/tables.sql).
-ALTER TABLE jq_jobs
-    DROP CONSTRAINT jq_jobs_max_attempts_positive,
-    DROP CONSTRAINT jq_jobs_attempts_within_budget,
-    DROP CONSTRAINT jq_jobs_lease_only_while_running,
-    ADD CONSTRAINT jq_jobs_consistent CHECK (
-        max_attempts >= 1
-        AND attempt_count BETWEEN 0 AND max_attempts
-        AND (status = 'running') = (lease_owner IS NOT NULL)
-        AND (status = 'running') = (lease_expires_at IS NOT NULL));
-
 -- `notify` may now be NULL, the new default: NOTIFY while someone listens, which only a preloaded
 -- library can tell, so without preload never (README, "Wake-ups"). Under 0.2.0, on meant just that
 -- where the library is preloaded, and always where it is not: so a preloaded server's queues that
@@ -155,6 +144,192 @@ AS $$
     LEFT JOIN jq_queues q ON q.queue_name = jq_backoff.queue_name
 $$;
 
+-- Storage split (README, "Storage"). The jobs of 0.2.0 move into the new tables: every pending,
+-- running, dead and cancelled job to the hot table, with its id, lease, token and everything else,
+-- and every succeeded one to the history's default partition (the day partitions are made after
+-- installation, by jq_prune, so that they do not belong to the extension; retention deletes the
+-- moved rows one by one when their time comes). Each queue with jobs gets its number. The old table
+-- stays, renamed, until the rights below are read from it; events lose their foreign key, since a
+-- job is now in one of two tables.
+ALTER TABLE jq_job_events DROP CONSTRAINT jq_job_events_job_id_fkey;
+ALTER TABLE jq_jobs RENAME TO jq_jobs_0_2_0;
+
+-- Queues by number. Every key of the job tables starts with the queue, and an integer is narrower
+-- than the name and compares without collation rules (README, "Storage"). A name gets its number
+-- from the first enqueue into it (src/api/enqueue.rs) and keeps it; rows are never deleted, so a
+-- number never names another queue.
+CREATE SEQUENCE jq_queue_ids_seq AS integer;
+
+CREATE TABLE jq_queue_ids (
+    queue_id   int DEFAULT nextval('jq_queue_ids_seq') CONSTRAINT jq_queue_ids_pkey PRIMARY KEY,
+    queue_name text NOT NULL CONSTRAINT jq_queue_ids_name_key UNIQUE
+               CONSTRAINT jq_queue_ids_name_valid CHECK (queue_name ~ '^[A-Za-z0-9_.:-]{1,60}$')
+);
+
+-- Storage is split (README, "Storage"): jq_live_jobs holds the jobs that may still change (pending,
+-- running, and the dead and cancelled ones a re-drive can bring back); a completion moves its job to
+-- jq_job_history, append-only and partitioned by day. The view jq_jobs shows both as one table.
+-- Claims, heartbeats and the reaper touch only the hot table, whose size is the live work, not
+-- the history kept.
+CREATE TABLE jq_live_jobs (
+    id               bigint DEFAULT nextval('jq_jobs_id_seq') CONSTRAINT jq_live_jobs_pkey PRIMARY KEY,
+    queue_id         int NOT NULL,  -- jq_queue_ids; no foreign key, whose check would cost every insert
+    payload          jsonb NOT NULL,
+    status           jq_status NOT NULL DEFAULT 'pending',
+    priority         int NOT NULL DEFAULT 0,
+    available_at     timestamptz NOT NULL,
+    attempt_count    int NOT NULL DEFAULT 0,
+    max_attempts     int NOT NULL,
+    lease_owner      text,
+    lease_token      bigint NOT NULL DEFAULT 0,
+    lease_expires_at timestamptz,
+    lease_length     interval,      -- lease length of the current claim: a heartbeat's default extension
+    claimed_at       timestamptz,   -- when the current (or last) attempt was claimed
+    run_deadline     timestamptz,   -- claimed_at + the queue's max_runtime at claim time; NULL: no limit
+    last_error_code  text,
+    last_error_message text,
+    dedup_key        text,
+    ordering_key     text,
+    created_at       timestamptz NOT NULL,
+    finished_at      timestamptz,
+    -- What the table itself enforces, whatever code path changes a row: the attempt budget
+    -- (max_attempts at least 1, attempt_count within it), and a lease exactly while the job runs.
+    -- One constraint, not three: PostgreSQL reads and compiles every CHECK afresh for each
+    -- statement that writes the table, so each costs claims and completions something
+    -- (`bench/schema_cost.sh`; README, "Operations notes").
+    CONSTRAINT jq_live_jobs_consistent CHECK (
+        max_attempts >= 1
+        AND attempt_count BETWEEN 0 AND max_attempts
+        AND (status = 'running') = (lease_owner IS NOT NULL)
+        AND (status = 'running') = (lease_expires_at IS NOT NULL))
+);
+
+-- Five indexes, each for the statements named (README, "Storage"):
+
+-- The claim index: only pending rows, keyed in the claim's own order after the queue. A claim walks
+-- it from the claim front and stops after batch_size rows: it never sorts. It also answers the
+-- fairness check (is a job of some priority older than the starvation limit?) with one probe per
+-- priority present, each the oldest entry of its priority, and the waiting claim's "is anything due,
+-- and when next?" the same way (claim.sql, claim_any_due.sql, claim_next_due.sql, claim_front.sql).
+-- An index in arrival order would answer those with one probe, and cost every enqueue an insertion.
+CREATE INDEX jq_live_jobs_claim ON jq_live_jobs (queue_id, priority DESC, available_at, id)
+    WHERE status = 'pending';
+
+-- Running rows: the reaper's expired leases and the concurrency limit's running count
+-- (reap_expired_ids.sql, claim_running.sql). Deliberately not keyed on lease_expires_at: a
+-- heartbeat changes only that column, so it stays a HOT update (no index insertions, and the old
+-- version is pruned on the page).
+CREATE INDEX jq_live_jobs_running ON jq_live_jobs (queue_id) WHERE status = 'running';
+
+-- Dead and cancelled jobs: the stats view, re-drive and purge by queue, and the retention of
+-- cancelled jobs (retry_dead.sql, purge_dead.sql, prune_cancelled.sql).
+CREATE INDEX jq_live_jobs_unresolved ON jq_live_jobs (queue_id, status, finished_at)
+    WHERE status IN ('dead', 'cancelled');
+
+-- Dedup keys: unique among live jobs only, so a finished job frees its key. Enqueue relies on
+-- ON CONFLICT against this index, which is race-free where a read-then-insert is not.
+CREATE UNIQUE INDEX jq_live_jobs_dedup ON jq_live_jobs (queue_id, dedup_key)
+    WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running');
+
+-- Ordering keys: the claim asks "is an earlier job of this key still live, or another one running?".
+CREATE INDEX jq_live_jobs_ordering ON jq_live_jobs (queue_id, ordering_key, id)
+    WHERE ordering_key IS NOT NULL AND status IN ('pending', 'running');
+
+-- Every job is inserted once, updated at its claim and deleted (or updated) when it finishes, so
+-- dead tuples pile up at the rate of the queue's throughput while the table stays small. Vacuum on
+-- a fixed small count rather than a fraction of the table (a fraction of a small table is a few
+-- rows, of a large dead backlog many hours of work), and leave 30% of each page free so heartbeat
+-- updates find room for HOT.
+ALTER TABLE jq_live_jobs SET (
+    fillfactor = 70,
+    autovacuum_vacuum_scale_factor = 0.0,
+    autovacuum_vacuum_threshold = 5000,
+    autovacuum_analyze_scale_factor = 0.02,
+    autovacuum_vacuum_insert_scale_factor = 0.05
+);
+
+-- Succeeded jobs, as they were when they completed; never updated. Partitioned by the day (UTC) of
+-- finished_at, so that retention truncates and drops a whole day (README, "Storage") instead of
+-- deleting rows one by one and leaving vacuum the work. The partitions of the coming days are made by
+-- jq_prune and the background worker (src/api/retention.rs); a completion for which no day partition
+-- exists (maintenance never ran) lands in jq_job_history_default, pruned row by row.
+CREATE TABLE jq_job_history (
+    id                 bigint NOT NULL,
+    queue_id           int NOT NULL,
+    payload            jsonb NOT NULL,
+    priority           int NOT NULL,
+    available_at       timestamptz NOT NULL,
+    attempt_count      int NOT NULL,
+    max_attempts       int NOT NULL,
+    lease_token        bigint NOT NULL,
+    lease_length       interval,
+    claimed_at         timestamptz,
+    run_deadline       timestamptz,
+    last_error_code    text,
+    last_error_message text,
+    dedup_key          text,
+    ordering_key       text,
+    created_at         timestamptz NOT NULL,
+    finished_at        timestamptz NOT NULL
+) PARTITION BY RANGE (finished_at);
+
+CREATE TABLE jq_job_history_default PARTITION OF jq_job_history DEFAULT;
+
+-- Each partition has its own two indexes, made with it (for the days: history_days_missing.sql),
+-- and none is declared on jq_job_history itself: an index there would belong to the extension and
+-- be made again on every partition that pg_restore attaches, before pg_dump's own copy of it, which
+-- would then fail. The planner uses each partition's indexes all the same.
+--   by id: jq_jobs readers, and a refused completion counted against its queue;
+--   by queue and age: which queues a day holds (whether every one of them is past its retention),
+--   and the row-by-row pruning of a queue whose retention is shorter than its day's.
+CREATE INDEX jq_job_history_default_id ON jq_job_history_default (id);
+CREATE INDEX jq_job_history_default_queue ON jq_job_history_default (queue_id, finished_at);
+
+-- One row per job, with the columns jq_jobs always had, whichever table holds the job. A job moves between them
+-- only inside one statement, so every snapshot sees it exactly once.
+CREATE VIEW jq_jobs AS
+SELECT j.id, q.queue_name, j.payload, j.status, j.priority, j.available_at, j.attempt_count,
+       j.max_attempts, j.lease_owner, j.lease_token, j.lease_expires_at, j.lease_length, j.claimed_at,
+       j.run_deadline, j.last_error_code, j.last_error_message, j.dedup_key, j.ordering_key,
+       j.created_at, j.finished_at
+FROM jq_live_jobs j
+JOIN jq_queue_ids q ON q.queue_id = j.queue_id
+UNION ALL
+SELECT h.id, q.queue_name, h.payload, 'succeeded'::jq_status, h.priority, h.available_at,
+       h.attempt_count, h.max_attempts, NULL::text, h.lease_token, NULL::timestamptz, h.lease_length,
+       h.claimed_at, h.run_deadline, h.last_error_code, h.last_error_message, h.dedup_key,
+       h.ordering_key, h.created_at, h.finished_at
+FROM jq_job_history h
+JOIN jq_queue_ids q ON q.queue_id = h.queue_id;
+
+INSERT INTO jq_queue_ids (queue_name)
+SELECT DISTINCT o.queue_name FROM jq_jobs_0_2_0 o ORDER BY o.queue_name;
+
+INSERT INTO jq_live_jobs (id, queue_id, payload, status, priority, available_at, attempt_count,
+                          max_attempts, lease_owner, lease_token, lease_expires_at, lease_length,
+                          claimed_at, run_deadline, last_error_code, last_error_message, dedup_key,
+                          ordering_key, created_at, finished_at)
+SELECT o.id, n.queue_id, o.payload, o.status, o.priority, o.available_at, o.attempt_count,
+       o.max_attempts, o.lease_owner, o.lease_token, o.lease_expires_at, o.lease_length,
+       o.claimed_at, o.run_deadline, o.last_error_code, o.last_error_message, o.dedup_key,
+       o.ordering_key, o.created_at, o.finished_at
+FROM jq_jobs_0_2_0 o
+JOIN jq_queue_ids n ON n.queue_name OPERATOR(pg_catalog.=) o.queue_name
+WHERE o.status OPERATOR(pg_catalog.<>) 'succeeded';
+
+INSERT INTO jq_job_history
+SELECT o.id, n.queue_id, o.payload, o.priority, o.available_at, o.attempt_count, o.max_attempts,
+       o.lease_token, o.lease_length, o.claimed_at, o.run_deadline, o.last_error_code,
+       o.last_error_message, o.dedup_key, o.ordering_key, o.created_at, o.finished_at
+FROM jq_jobs_0_2_0 o
+JOIN jq_queue_ids n ON n.queue_name OPERATOR(pg_catalog.=) o.queue_name
+WHERE o.status OPERATOR(pg_catalog.=) 'succeeded';
+
+SELECT pg_catalog.pg_extension_config_dump('jq_queue_ids', '');
+SELECT pg_catalog.pg_extension_config_dump('jq_queue_ids_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('jq_live_jobs', '');
+SELECT pg_catalog.pg_extension_config_dump('jq_job_history_default', '');
+
 -- The figures views. Each shows a role only the queues it may see (jq_can_see: any right on the
 -- queue, membership in pg_monitor, or the owner's rights); security_barrier keeps a caller's own
 -- functions in WHERE from seeing rows before that filter.
@@ -166,22 +341,25 @@ CREATE OR REPLACE VIEW jq_queue_stats WITH (security_barrier) AS
 WITH clock AS MATERIALIZED (
     SELECT pg_catalog.clock_timestamp() AS now
 ), pending AS (
-    SELECT j.queue_name,
+    SELECT n.queue_name,
            pg_catalog.count(*) FILTER (WHERE j.available_at <= c.now) AS pending,
            pg_catalog.count(*) FILTER (WHERE j.available_at > c.now) AS scheduled,
            pg_catalog.min(j.available_at) FILTER (WHERE j.available_at <= c.now) AS oldest_claimable
-    FROM jq_jobs j, clock c WHERE j.status OPERATOR(pg_catalog.=) 'pending' GROUP BY j.queue_name
+    FROM jq_live_jobs j JOIN jq_queue_ids n USING (queue_id), clock c
+    WHERE j.status OPERATOR(pg_catalog.=) 'pending' GROUP BY n.queue_name
 ), running AS (
-    SELECT j.queue_name,
+    SELECT n.queue_name,
            pg_catalog.count(*) AS running,
            pg_catalog.count(*) FILTER (WHERE j.lease_expires_at <= c.now + interval '10 seconds') AS expiring
-    FROM jq_jobs j, clock c WHERE j.status OPERATOR(pg_catalog.=) 'running' GROUP BY j.queue_name
+    FROM jq_live_jobs j JOIN jq_queue_ids n USING (queue_id), clock c
+    WHERE j.status OPERATOR(pg_catalog.=) 'running' GROUP BY n.queue_name
 ), unresolved AS (
-    SELECT j.queue_name,
+    SELECT n.queue_name,
            pg_catalog.count(*) FILTER (WHERE j.status OPERATOR(pg_catalog.=) 'dead') AS dead,
            pg_catalog.count(*) FILTER (WHERE j.status OPERATOR(pg_catalog.=) 'cancelled') AS cancelled,
            pg_catalog.min(j.finished_at) FILTER (WHERE j.status OPERATOR(pg_catalog.=) 'dead') AS oldest_dead
-    FROM jq_jobs j WHERE j.status OPERATOR(pg_catalog.=) ANY (ARRAY['dead', 'cancelled']::jq_status[]) GROUP BY j.queue_name
+    FROM jq_live_jobs j JOIN jq_queue_ids n USING (queue_id)
+    WHERE j.status OPERATOR(pg_catalog.=) ANY (ARRAY['dead', 'cancelled']::jq_status[]) GROUP BY n.queue_name
 ), queues AS (
     SELECT q.queue_name FROM jq_queues q
     UNION SELECT p.queue_name FROM pending p
@@ -431,8 +609,8 @@ DECLARE
 BEGIN
     INSERT INTO jq_grants (role, queue, privilege)
     SELECT DISTINCT a.grantee::regrole, '*', m.privilege
-    FROM (VALUES ('jq_jobs', 'INSERT', 'enqueue'), ('jq_jobs', 'UPDATE', 'consume'),
-                 ('jq_queues', 'UPDATE', 'manage'), ('jq_jobs', 'SELECT', 'monitor')) AS m(relation, right_name, privilege)
+    FROM (VALUES ('jq_jobs_0_2_0', 'INSERT', 'enqueue'), ('jq_jobs_0_2_0', 'UPDATE', 'consume'),
+                 ('jq_queues', 'UPDATE', 'manage'), ('jq_jobs_0_2_0', 'SELECT', 'monitor')) AS m(relation, right_name, privilege)
     JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(m.relation)
     CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a
     WHERE a.privilege_type OPERATOR(pg_catalog.=) m.right_name
@@ -443,13 +621,13 @@ BEGIN
         SELECT DISTINCT a.grantee
         FROM pg_catalog.pg_class c
         CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a
-        WHERE c.oid OPERATOR(pg_catalog.=) ANY (ARRAY[pg_catalog.to_regclass('jq_jobs'), pg_catalog.to_regclass('jq_queues'),
+        WHERE c.oid OPERATOR(pg_catalog.=) ANY (ARRAY[pg_catalog.to_regclass('jq_jobs_0_2_0'), pg_catalog.to_regclass('jq_queues'),
                                                  pg_catalog.to_regclass('jq_job_events'), pg_catalog.to_regclass('jq_jobs_id_seq'),
                                                  pg_catalog.to_regclass('jq_job_events_id_seq')]::oid[])
           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
     LOOP
         target := CASE WHEN grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC' ELSE grantee::regrole::text END;
-        EXECUTE pg_catalog.format('REVOKE ALL ON jq_jobs, jq_queues, jq_job_events FROM %s', target);
+        EXECUTE pg_catalog.format('REVOKE ALL ON jq_queues, jq_job_events FROM %s', target);
         EXECUTE pg_catalog.format('REVOKE ALL ON SEQUENCE jq_jobs_id_seq, jq_job_events_id_seq FROM %s', target);
         IF grantee OPERATOR(pg_catalog.<>) 0 THEN
             PERFORM jq_sync_function_rights(grantee::regrole);
@@ -458,63 +636,7 @@ BEGIN
 END
 $$;
 
--- Storage split (README, "Storage"): the table of 0.2.0 becomes the hot table, keeping every live,
--- dead and cancelled job where it is (so running jobs keep their rows, leases and tokens), and its
--- succeeded jobs move to the new history, into its default partition: the day partitions are made
--- after installation (src/api/retention.rs), so that they do not belong to the extension. jq_prune
--- deletes those moved rows one by one when their retention ends. A database with much history has
--- many dead rows in jq_live_jobs after this; autovacuum removes them, or run VACUUM jq_live_jobs.
--- Events lose their foreign key: a job is now in one of two tables.
-ALTER TABLE jq_job_events DROP CONSTRAINT jq_job_events_job_id_fkey;
-ALTER TABLE jq_jobs RENAME TO jq_live_jobs;
-DROP INDEX jq_jobs_finished;
-
-CREATE TABLE jq_job_history (
-    id                 bigint NOT NULL,
-    queue_name         text NOT NULL,
-    payload            jsonb NOT NULL,
-    priority           int NOT NULL,
-    available_at       timestamptz NOT NULL,
-    attempt_count      int NOT NULL,
-    max_attempts       int NOT NULL,
-    lease_token        bigint NOT NULL,
-    lease_length       interval,
-    claimed_at         timestamptz,
-    run_deadline       timestamptz,
-    last_error_code    text,
-    last_error_message text,
-    dedup_key          text,
-    ordering_key       text,
-    created_at         timestamptz NOT NULL,
-    finished_at        timestamptz NOT NULL
-) PARTITION BY RANGE (finished_at);
-CREATE TABLE jq_job_history_default PARTITION OF jq_job_history DEFAULT;
-CREATE INDEX jq_job_history_default_id ON jq_job_history_default (id);
-CREATE INDEX jq_job_history_default_queue ON jq_job_history_default (queue_name, finished_at);
-SELECT pg_catalog.pg_extension_config_dump('jq_job_history_default', '');
-
-WITH moved AS (
-    DELETE FROM jq_live_jobs j WHERE j.status OPERATOR(pg_catalog.=) 'succeeded'
-    RETURNING j.*
-)
-INSERT INTO jq_job_history
-SELECT m.id, m.queue_name, m.payload, m.priority, m.available_at, m.attempt_count, m.max_attempts,
-       m.lease_token, m.lease_length, m.claimed_at, m.run_deadline, m.last_error_code,
-       m.last_error_message, m.dedup_key, m.ordering_key, m.created_at, m.finished_at
-FROM moved m;
-
-CREATE VIEW jq_jobs AS
-SELECT id, queue_name, payload, status, priority, available_at, attempt_count, max_attempts,
-       lease_owner, lease_token, lease_expires_at, lease_length, claimed_at, run_deadline,
-       last_error_code, last_error_message, dedup_key, ordering_key, created_at, finished_at
-FROM jq_live_jobs
-UNION ALL
-SELECT id, queue_name, payload, 'succeeded'::jq_status, priority, available_at, attempt_count,
-       max_attempts, NULL::text, lease_token, NULL::timestamptz, lease_length, claimed_at,
-       run_deadline, last_error_code, last_error_message, dedup_key, ordering_key, created_at,
-       finished_at
-FROM jq_job_history;
-
--- Followed the rename to the hot table; it shows every job again.
-CREATE OR REPLACE VIEW jq_managed_jobs WITH (security_barrier) AS
-SELECT j.* FROM jq_jobs j WHERE jq_has_right(j.queue_name, 'manage');
+-- The jobs are in the new tables, and the rights of 0.2.0 read. Leaving the extension first takes
+-- the table out of what pg_dump keeps as configuration (dropping it alone would leave its oid there).
+ALTER EXTENSION pg_jobqueue DROP TABLE jq_jobs_0_2_0;
+DROP TABLE jq_jobs_0_2_0;

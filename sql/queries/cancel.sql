@@ -11,7 +11,7 @@ WITH before AS (
     FROM before b
     WHERE j.id = b.id
       AND j.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[])
-    RETURNING j.id, j.queue_name, j.attempt_count, j.lease_token, b.lease_owner
+    RETURNING j.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = j.queue_id) AS queue_name, j.attempt_count, j.lease_token, b.lease_owner
 )
 INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worker, lease_token)
 SELECT c.id, c.queue_name, 'cancelled', 'cancelled', $2, c.attempt_count, c.lease_owner, c.lease_token

@@ -16,8 +16,9 @@
 -- this statement's snapshot sees (a pending job updated in place by another transaction, say by an
 -- operator's UPDATE); the UPDATE then skips that row, the claim returns one job fewer than it locked,
 -- and the lock ends with the transaction. Nothing is changed that is not returned.
-WITH queue AS (
-    SELECT coalesce($3, q.default_lease, interval '60 seconds') AS lease,
+WITH RECURSIVE queue AS (
+    SELECT (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1) AS id,
+           coalesce($3, q.default_lease, interval '60 seconds') AS lease,
            q.max_runtime,
            NOT coalesce(q.paused, false) AND (q.concurrency_limit IS NULL OR $6) AS open,
            -- Jobs available before this are starving. A queue without a row has the default limit;
@@ -27,32 +28,102 @@ WITH queue AS (
                     '-infinity') AS starving_before
     FROM (VALUES (1)) AS one
     LEFT JOIN jq_queues q ON q.queue_name = $1
-), picked AS (
-    -- Fairness first: jobs that waited past the starvation limit, oldest first, whatever their
-    -- priority; usually one index probe that finds nothing. Then priority order among the rest.
-    -- UNION ALL runs its branches in order and LIMIT stops it, so the second branch locks rows only
-    -- when the first did not fill the batch. The branches may overlap (a starving job is also in
-    -- priority order); the second returns such a row again, already locked by this statement, and
-    -- `ctid = ANY(...)` below updates it once. Excluding starving jobs from the second branch instead
-    -- would make the planner expect a narrow range there and sort.
-    SELECT ctid FROM (
-        SELECT j.ctid
+), oldest AS (
+    -- For the fairness check: each priority that has pending jobs, from the claim front's down,
+    -- with its oldest pending job, found by one probe of the claim index each (a skip scan: the
+    -- first entry below the priority before). The front's priority starts at the front, since no
+    -- pending job is before it; a lower one starts at its beginning.
+    SELECT f.priority, f.available_at,
+           CASE WHEN f.priority = $8 THEN $9 ELSE '-infinity'::timestamptz END AS from_at,
+           CASE WHEN f.priority = $8 THEN $10 ELSE '-9223372036854775808'::bigint END AS from_id
+    FROM (
+        SELECT * FROM (
+            SELECT j.priority, j.available_at
+            FROM jq_live_jobs j
+            WHERE j.queue_id = (SELECT id FROM queue)
+              AND j.status OPERATOR(pg_catalog.=) 'pending'
+              AND j.priority >= $8 AND j.priority <= $8
+              AND (j.available_at, j.id) >= ($9, $10)
+            ORDER BY j.priority DESC, j.available_at, j.id
+            LIMIT 1
+        ) AS at_front
+        UNION ALL
+        SELECT * FROM (
+            SELECT j.priority, j.available_at
+            FROM jq_live_jobs j
+            WHERE j.queue_id = (SELECT id FROM queue)
+              AND j.status OPERATOR(pg_catalog.=) 'pending'
+              AND j.priority < $8
+            ORDER BY j.priority DESC, j.available_at, j.id
+            LIMIT 1
+        ) AS below_front
+        LIMIT 1
+    ) AS f
+    UNION ALL
+    SELECT n.priority, n.available_at, '-infinity'::timestamptz, '-9223372036854775808'::bigint
+    FROM oldest o
+    CROSS JOIN LATERAL (
+        SELECT j.priority, j.available_at
         FROM jq_live_jobs j
-        WHERE j.queue_name = $1
+        WHERE j.queue_id = (SELECT id FROM queue)
           AND j.status OPERATOR(pg_catalog.=) 'pending'
+          AND j.priority < o.priority
+        ORDER BY j.priority DESC, j.available_at, j.id
+        LIMIT 1
+    ) AS n
+), starving AS (
+    -- Fairness first: the jobs that waited past the starvation limit, oldest first, whatever their
+    -- priority (README, "Fairness"). Each priority whose oldest job starves gives its oldest
+    -- starving jobs, and the oldest of those are taken; when none starves, which is the usual
+    -- case, this reads only the probes above, and the sort has nothing to sort.
+    SELECT c.ctid
+    FROM oldest o
+    CROSS JOIN LATERAL (
+        SELECT j.ctid, j.available_at, j.id
+        FROM jq_live_jobs j
+        WHERE j.queue_id = (SELECT id FROM queue)
+          AND j.status OPERATOR(pg_catalog.=) 'pending'
+          AND j.priority >= o.priority AND j.priority <= o.priority
+          AND (j.available_at, j.id) >= (o.from_at, o.from_id)
           AND j.available_at <= (SELECT starving_before FROM queue)
-          AND (SELECT open FROM queue)
           AND (j.ordering_key IS NULL OR NOT EXISTS (
                 SELECT 1 FROM jq_live_jobs k
-                WHERE k.queue_name = j.queue_name AND k.ordering_key = j.ordering_key
+                WHERE k.queue_id = j.queue_id AND k.ordering_key = j.ordering_key
                   AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
                   AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
-        ORDER BY j.available_at, j.id
+        ORDER BY j.priority DESC, j.available_at, j.id
         LIMIT $4
+    ) AS c
+    WHERE o.available_at <= (SELECT starving_before FROM queue)
+      AND (SELECT open FROM queue)
+    ORDER BY c.available_at, c.id
+    LIMIT $4
+), picked AS (
+    -- The starving jobs, then claim order among the rest. UNION ALL runs its branches in order and
+    -- LIMIT stops it, so a later branch locks rows only when the ones before did not fill the
+    -- batch. The branches may overlap (a starving job is also in claim order); a later one returns
+    -- such a row again, already locked by this statement, and `ctid = ANY(...)` below updates it
+    -- once. Excluding starving jobs from the later branches instead would make the planner expect a
+    -- narrow range there and sort.
+    SELECT ctid FROM (
+        -- Locked by ctid, skipping those another claimer holds; the conditions are checked again
+        -- here, on the version locked.
+        SELECT j.ctid
+        FROM jq_live_jobs j
+        WHERE j.ctid = ANY (ARRAY(SELECT ctid FROM starving))
+          AND j.queue_id = (SELECT id FROM queue)
+          AND j.status OPERATOR(pg_catalog.=) 'pending'
+          AND j.available_at <= (SELECT starving_before FROM queue)
+          -- Ordering keys: a keyed job waits while another job of its key runs or an earlier one is pending.
+          AND (j.ordering_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM jq_live_jobs k
+                WHERE k.queue_id = j.queue_id AND k.ordering_key = j.ordering_key
+                  AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
+                  AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
         FOR UPDATE OF j SKIP LOCKED
     ) AS starving
     UNION ALL
-    -- Priority order from the claim front ($8, $9, $10: priority, available_at, id; see
+    -- Claim order from the claim front ($8, $9, $10: priority, available_at, id; see
     -- src/shared/front.rs): first the rest of the front's priority, from the front on, then every
     -- lower priority. Nothing claimable is above the front, so together they are the whole claim
     -- order; the front (2147483647, '-infinity', minimum) is the start of it, where a queue without
@@ -61,10 +132,10 @@ WITH queue AS (
     SELECT ctid FROM (
         SELECT j.ctid
         FROM jq_live_jobs j
-        WHERE j.queue_name = $1
+        WHERE j.queue_id = (SELECT id FROM queue)
           AND j.status OPERATOR(pg_catalog.=) 'pending'
-          -- Not `priority = $8`: the planner would drop a constant from the ORDER BY and may then pick
-          -- the arrival-order index, filtering every priority; a closed range keeps the claim index.
+          -- Not `priority = $8`: the planner would drop a constant from the ORDER BY and might
+          -- then sort; a closed range keeps the index order.
           AND j.priority >= $8 AND j.priority <= $8
           AND (j.available_at, j.id) >= ($9, $10)
           AND j.available_at <= $5
@@ -72,7 +143,7 @@ WITH queue AS (
           -- Ordering keys: a keyed job waits while another job of its key runs or an earlier one is pending.
           AND (j.ordering_key IS NULL OR NOT EXISTS (
                 SELECT 1 FROM jq_live_jobs k
-                WHERE k.queue_name = j.queue_name AND k.ordering_key = j.ordering_key
+                WHERE k.queue_id = j.queue_id AND k.ordering_key = j.ordering_key
                   AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
                   AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
         ORDER BY j.priority DESC, j.available_at, j.id
@@ -83,15 +154,14 @@ WITH queue AS (
     SELECT ctid FROM (
         SELECT j.ctid
         FROM jq_live_jobs j
-        WHERE j.queue_name = $1
+        WHERE j.queue_id = (SELECT id FROM queue)
           AND j.status OPERATOR(pg_catalog.=) 'pending'
           AND j.priority < $8
           AND j.available_at <= $5
           AND (SELECT open FROM queue)
-          -- Ordering keys: a keyed job waits while another job of its key runs or an earlier one is pending.
           AND (j.ordering_key IS NULL OR NOT EXISTS (
                 SELECT 1 FROM jq_live_jobs k
-                WHERE k.queue_name = j.queue_name AND k.ordering_key = j.ordering_key
+                WHERE k.queue_id = j.queue_id AND k.ordering_key = j.ordering_key
                   AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
                   AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
         ORDER BY j.priority DESC, j.available_at, j.id
@@ -112,11 +182,11 @@ WITH queue AS (
         lease_expires_at = least($5 + queue.lease, $5 + queue.max_runtime)
     FROM queue
     WHERE j.ctid = ANY (ARRAY(SELECT ctid FROM picked))
-    RETURNING j.id, j.queue_name, j.payload, j.priority, j.attempt_count, j.max_attempts,
+    RETURNING j.id, j.payload, j.priority, j.attempt_count, j.max_attempts,
               j.lease_token, j.lease_expires_at, j.available_at,
               j.available_at <= queue.starving_before AS starved
 )
 -- No ORDER BY: the caller orders the (at most batch_size) returned rows, so the plan has no Sort node.
-SELECT id, queue_name, payload, priority, attempt_count, max_attempts, lease_token, lease_expires_at,
-       available_at, starved
+SELECT id, $1::text AS queue_name, payload, priority, attempt_count, max_attempts, lease_token,
+       lease_expires_at, available_at, starved
 FROM claimed

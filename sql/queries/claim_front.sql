@@ -8,7 +8,7 @@
 SELECT f.priority, f.available_at, f.id,
        EXISTS (
            SELECT 1 FROM jq_live_jobs k
-           WHERE k.queue_name = $1 AND k.ordering_key IS NOT NULL
+           WHERE k.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1) AND k.ordering_key IS NOT NULL
              AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[])
        ) AS keyed
 FROM (VALUES (1)) AS one
@@ -17,7 +17,7 @@ LEFT JOIN LATERAL (
         SELECT * FROM (
             SELECT j.priority, j.available_at, j.id
             FROM jq_live_jobs j
-            WHERE j.queue_name = $1
+            WHERE j.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1)
               AND j.status OPERATOR(pg_catalog.=) 'pending'
               -- Not `priority = $2`: the planner would drop a constant from the ORDER BY and may then pick
               -- the arrival-order index, filtering every priority; a closed range keeps the claim index.
@@ -30,7 +30,7 @@ LEFT JOIN LATERAL (
         SELECT * FROM (
             SELECT j.priority, j.available_at, j.id
             FROM jq_live_jobs j
-            WHERE j.queue_name = $1
+            WHERE j.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1)
               AND j.status OPERATOR(pg_catalog.=) 'pending'
               AND j.priority < $2
             ORDER BY j.priority DESC, j.available_at, j.id

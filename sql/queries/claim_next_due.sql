@@ -1,11 +1,41 @@
 -- $1 queue_name, $2 now
 -- Microseconds until the queue's earliest scheduled job (run_at or backoff) becomes claimable; no row
--- when none is scheduled. A waiting claim sleeps no longer than this. One probe of the arrival-order
--- index of pending jobs.
--- ORDER BY and LIMIT rather than min(): only the arrival-order index gives that order, where min()
--- let the planner read the claim index instead, every entry of the queue (a plan test saw it).
-SELECT (extract(epoch FROM j.available_at - $2) * 1000000::numeric)::bigint
-FROM jq_live_jobs j
-WHERE j.queue_name = $1 AND j.status OPERATOR(pg_catalog.=) 'pending' AND j.available_at > $2
-ORDER BY j.available_at
-LIMIT 1
+-- when none is scheduled. A waiting claim sleeps no longer than this. For each priority (a skip
+-- scan of the claim index, as in claim_any_due.sql), its first job not yet due: two probes per
+-- priority.
+WITH RECURSIVE levels AS (
+    SELECT f.priority
+    FROM (
+        SELECT j.priority
+        FROM jq_live_jobs j
+        WHERE j.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1)
+          AND j.status OPERATOR(pg_catalog.=) 'pending'
+        ORDER BY j.priority DESC, j.available_at, j.id
+        LIMIT 1
+    ) AS f
+    UNION ALL
+    SELECT n.priority
+    FROM levels l
+    CROSS JOIN LATERAL (
+        SELECT j.priority
+        FROM jq_live_jobs j
+        WHERE j.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1)
+          AND j.status OPERATOR(pg_catalog.=) 'pending'
+          AND j.priority < l.priority
+        ORDER BY j.priority DESC, j.available_at, j.id
+        LIMIT 1
+    ) AS n
+)
+SELECT (extract(epoch FROM pg_catalog.min(d.available_at) - $2) * 1000000::numeric)::bigint
+FROM levels l
+CROSS JOIN LATERAL (
+    SELECT j.available_at
+    FROM jq_live_jobs j
+    WHERE j.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1)
+      AND j.status OPERATOR(pg_catalog.=) 'pending'
+      AND j.priority >= l.priority AND j.priority <= l.priority
+      AND j.available_at > $2
+    ORDER BY j.priority DESC, j.available_at, j.id
+    LIMIT 1
+) AS d
+HAVING pg_catalog.min(d.available_at) IS NOT NULL

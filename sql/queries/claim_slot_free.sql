@@ -3,18 +3,50 @@
 -- (claim_admit.sql): whether a slot is free and a job is claimable now, read without any lock. The
 -- lock is held until the transaction ends; a claim that would find nothing must not take it and
 -- then sleep. Returns no row for a queue without a limit or a paused one. The answer may be stale
--- by the time the lock is taken; the locked claim decides.
+-- by the time the lock is taken; the locked claim decides. Claimable jobs are looked for priority
+-- by priority, by a skip scan of the claim index (as in claim_any_due.sql).
+WITH RECURSIVE levels AS (
+    SELECT f.priority
+    FROM (
+        SELECT j.priority
+        FROM jq_live_jobs j
+        WHERE j.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1)
+          AND j.status OPERATOR(pg_catalog.=) 'pending'
+        ORDER BY j.priority DESC, j.available_at, j.id
+        LIMIT 1
+    ) AS f
+    UNION ALL
+    SELECT n.priority
+    FROM levels l
+    CROSS JOIN LATERAL (
+        SELECT j.priority
+        FROM jq_live_jobs j
+        WHERE j.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1)
+          AND j.status OPERATOR(pg_catalog.=) 'pending'
+          AND j.priority < l.priority
+        ORDER BY j.priority DESC, j.available_at, j.id
+        LIMIT 1
+    ) AS n
+)
 SELECT q.concurrency_limit > (SELECT pg_catalog.count(*) FROM jq_live_jobs r
-                              WHERE r.queue_name = $1 AND r.status OPERATOR(pg_catalog.=) 'running')
+                              WHERE r.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1)
+                                AND r.status OPERATOR(pg_catalog.=) 'running')
        AND EXISTS (
-           SELECT 1 FROM jq_live_jobs j
-           WHERE j.queue_name = $1
-             AND j.status OPERATOR(pg_catalog.=) 'pending'
-             AND j.available_at <= $2
-             AND (j.ordering_key IS NULL OR NOT EXISTS (
-                   SELECT 1 FROM jq_live_jobs k
-                   WHERE k.queue_name = j.queue_name AND k.ordering_key = j.ordering_key
-                     AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
-                     AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id))))
+           SELECT 1
+           FROM levels l
+           CROSS JOIN LATERAL (
+               SELECT 1
+               FROM jq_live_jobs j
+               WHERE j.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1)
+                 AND j.status OPERATOR(pg_catalog.=) 'pending'
+                 AND j.priority >= l.priority AND j.priority <= l.priority
+                 AND j.available_at <= $2
+                 AND (j.ordering_key IS NULL OR NOT EXISTS (
+                       SELECT 1 FROM jq_live_jobs k
+                       WHERE k.queue_id = j.queue_id AND k.ordering_key = j.ordering_key
+                         AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
+                         AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
+               LIMIT 1
+           ) AS due)
 FROM jq_queues q
 WHERE q.queue_name = $1 AND q.concurrency_limit IS NOT NULL AND NOT q.paused

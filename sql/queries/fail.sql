@@ -12,7 +12,7 @@ WITH failed AS (
     SET status = CASE WHEN $6 AND j.attempt_count < j.max_attempts
                       THEN 'pending' ELSE 'dead' END::jq_status,
         available_at = CASE WHEN $6 AND j.attempt_count < j.max_attempts
-                            THEN $8 + coalesce($7, jq_backoff(j.queue_name, j.attempt_count))
+                            THEN $8 + coalesce($7, jq_backoff((SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = j.queue_id), j.attempt_count))
                             ELSE j.available_at END,
         finished_at = CASE WHEN $6 AND j.attempt_count < j.max_attempts THEN NULL ELSE $8 END,
         lease_owner = NULL,
@@ -25,7 +25,7 @@ WITH failed AS (
       AND j.lease_owner = $2
       AND j.lease_token = $3
       AND j.lease_expires_at > $8
-    RETURNING j.id, j.queue_name, j.status, j.attempt_count, j.lease_token, j.priority, j.available_at,
+    RETURNING j.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = j.queue_id) AS queue_name, j.status, j.attempt_count, j.lease_token, j.priority, j.available_at,
               j.ordering_key IS NOT NULL AS keyed
 ), logged AS (
     -- Runs whether or not the result below reads it, as every data-modifying WITH does.

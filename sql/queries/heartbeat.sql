@@ -13,4 +13,4 @@ WHERE ctid = (SELECT ctid FROM jq_live_jobs WHERE id = $1)
   AND lease_owner = $2
   AND lease_token = $3
   AND lease_expires_at > $5
-RETURNING queue_name
+RETURNING (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = jq_live_jobs.queue_id)

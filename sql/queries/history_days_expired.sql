@@ -17,21 +17,22 @@ FROM days d
 WHERE d.lo + interval '24 hours' <= $1
   AND NOT EXISTS (
       WITH RECURSIVE held AS (
-          SELECT pg_catalog.min(h.queue_name) AS queue_name
+          SELECT pg_catalog.min(h.queue_id) AS queue_id
           FROM jq_job_history h
           WHERE h.finished_at >= d.lo AND h.finished_at < d.lo + interval '24 hours'
           UNION ALL
-          SELECT (SELECT pg_catalog.min(h.queue_name)
+          SELECT (SELECT pg_catalog.min(h.queue_id)
                   FROM jq_job_history h
-                  WHERE h.queue_name > held.queue_name
+                  WHERE h.queue_id > held.queue_id
                     AND h.finished_at >= d.lo AND h.finished_at < d.lo + interval '24 hours')
           FROM held
-          WHERE held.queue_name IS NOT NULL
+          WHERE held.queue_id IS NOT NULL
       )
       SELECT 1
       FROM held
-      LEFT JOIN jq_queues q ON q.queue_name = held.queue_name
-      WHERE held.queue_name IS NOT NULL
+      JOIN jq_queue_ids n ON n.queue_id = held.queue_id
+      LEFT JOIN jq_queues q ON q.queue_name = n.queue_name
+      WHERE held.queue_id IS NOT NULL
         AND NOT coalesce(d.lo + interval '24 hours'
                          <= $1 - CASE WHEN q.queue_name IS NULL THEN interval '7 days' ELSE q.retention END,
                          false))

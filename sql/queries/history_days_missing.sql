@@ -7,7 +7,7 @@
 SELECT pg_catalog.format('CREATE TABLE %I.%I (LIKE %I.jq_job_history INCLUDING DEFAULTS INCLUDING CONSTRAINTS)',
                          s.schema, d.name, s.schema),
        pg_catalog.format('CREATE INDEX %I ON %I.%I (id)', d.name || '_id', s.schema, d.name),
-       pg_catalog.format('CREATE INDEX %I ON %I.%I (queue_name, finished_at)', d.name || '_queue', s.schema, d.name),
+       pg_catalog.format('CREATE INDEX %I ON %I.%I (queue_id, finished_at)', d.name || '_queue', s.schema, d.name),
        pg_catalog.format('ALTER TABLE %I.jq_job_history ATTACH PARTITION %I.%I FOR VALUES FROM (%L) TO (%L)',
                          s.schema, s.schema, d.name, d.lo, d.lo + interval '24 hours')
 FROM (SELECT n.nspname AS schema FROM pg_catalog.pg_class c

@@ -6,7 +6,8 @@
 WITH picked AS (
     SELECT j.id
     FROM jq_live_jobs j
-    LEFT JOIN jq_queues q ON q.queue_name = j.queue_name
+    JOIN jq_queue_ids n ON n.queue_id = j.queue_id
+    LEFT JOIN jq_queues q ON q.queue_name = n.queue_name
     WHERE j.status OPERATOR(pg_catalog.=) 'cancelled'
       AND j.finished_at < $2 - CASE WHEN q.queue_name IS NULL THEN interval '7 days' ELSE q.retention END
     ORDER BY j.finished_at

@@ -5,23 +5,23 @@
 -- scan stops at $1 rows instead of sorting a backlog; the queues are found by a skip scan of
 -- jq_job_history_queue. Their events go with them.
 WITH RECURSIVE held AS (
-    SELECT pg_catalog.min(h.queue_name) AS queue_name FROM jq_job_history h
+    SELECT pg_catalog.min(h.queue_id) AS queue_id FROM jq_job_history h
     UNION ALL
-    SELECT (SELECT pg_catalog.min(h.queue_name) FROM jq_job_history h WHERE h.queue_name > held.queue_name)
+    SELECT (SELECT pg_catalog.min(h.queue_id) FROM jq_job_history h WHERE h.queue_id > held.queue_id)
     FROM held
-    WHERE held.queue_name IS NOT NULL
+    WHERE held.queue_id IS NOT NULL
 ), picked AS (
     SELECT p.id
     FROM held
-    LEFT JOIN jq_queues q ON q.queue_name = held.queue_name
+    JOIN jq_queue_ids n ON n.queue_id = held.queue_id
+    LEFT JOIN jq_queues q ON q.queue_name = n.queue_name
     CROSS JOIN LATERAL (
         SELECT h.id
         FROM jq_job_history h
-        WHERE h.queue_name = held.queue_name
+        WHERE h.queue_id = held.queue_id
           AND h.finished_at < $2 - CASE WHEN q.queue_name IS NULL THEN interval '7 days' ELSE q.retention END
         LIMIT $1
     ) AS p
-    WHERE held.queue_name IS NOT NULL
     LIMIT $1
 ), pruned AS (
     DELETE FROM jq_job_history h WHERE h.id = ANY (ARRAY(SELECT id FROM picked)) RETURNING h.id

@@ -3,7 +3,7 @@
 WITH picked AS (
     SELECT j.id
     FROM jq_live_jobs j
-    WHERE j.queue_name = $1
+    WHERE j.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1)
       AND j.status OPERATOR(pg_catalog.=) 'dead'
       AND ($2::text IS NULL OR j.last_error_code = $2)
     ORDER BY j.finished_at

@@ -13,7 +13,7 @@ WITH expired AS (
     FROM jq_live_jobs j
     WHERE j.status OPERATOR(pg_catalog.=) 'running'
       AND j.lease_expires_at <= $2
-      AND ($3::text IS NULL OR j.queue_name = $3)
+      AND ($3::text IS NULL OR j.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $3))
       AND j.id <> ALL ($4::bigint[])
       AND ($5::bigint IS NULL OR j.id = $5)
     LIMIT $1
@@ -23,7 +23,7 @@ WITH expired AS (
     SET status = CASE WHEN j.attempt_count < j.max_attempts
                       THEN 'pending' ELSE 'dead' END::jq_status,
         available_at = CASE WHEN j.attempt_count < j.max_attempts
-                            THEN $2 + jq_backoff(j.queue_name, j.attempt_count)
+                            THEN $2 + jq_backoff((SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = j.queue_id), j.attempt_count)
                             ELSE j.available_at END,
         finished_at = CASE WHEN j.attempt_count < j.max_attempts THEN NULL ELSE $2 END,
         lease_owner = NULL,
@@ -34,7 +34,7 @@ WITH expired AS (
     WHERE j.id = ANY (ARRAY(SELECT id FROM expired))
       AND j.status OPERATOR(pg_catalog.=) 'running'
       AND j.lease_expires_at <= $2
-    RETURNING j.id, j.queue_name, j.status, j.attempt_count, j.lease_token,
+    RETURNING j.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = j.queue_id) AS queue_name, j.status, j.attempt_count, j.lease_token,
               (SELECT o.lease_owner FROM jq_live_jobs o WHERE o.id = j.id) AS lease_owner,
               j.last_error_message
 )

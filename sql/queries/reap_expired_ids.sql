@@ -4,7 +4,7 @@ SELECT j.id
 FROM jq_live_jobs j
 WHERE j.status OPERATOR(pg_catalog.=) 'running'
   AND j.lease_expires_at <= $2
-  AND ($3::text IS NULL OR j.queue_name = $3)
+  AND ($3::text IS NULL OR j.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $3))
   AND j.id <> ALL ($4::bigint[])
 ORDER BY j.id
 LIMIT $1

@@ -5,13 +5,13 @@
 WITH picked AS (
     SELECT j.id
     FROM jq_live_jobs j
-    WHERE j.queue_name = $1
+    WHERE j.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1)
       AND j.status OPERATOR(pg_catalog.=) 'dead'
       AND ($2::text IS NULL OR j.last_error_code = $2)
       -- A job whose dedup key a newer live job holds stays dead: re-driving it would break dedup.
       AND (j.dedup_key IS NULL OR NOT EXISTS (
             SELECT 1 FROM jq_live_jobs l
-            WHERE l.queue_name = j.queue_name AND l.dedup_key = j.dedup_key
+            WHERE l.queue_id = j.queue_id AND l.dedup_key = j.dedup_key
               AND l.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[])))
     ORDER BY j.finished_at
     LIMIT $3
@@ -24,7 +24,7 @@ WITH picked AS (
         finished_at = NULL
     WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
       AND j.status OPERATOR(pg_catalog.=) 'dead'
-    RETURNING j.id, j.queue_name, j.lease_token,
+    RETURNING j.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = j.queue_id) AS queue_name, j.lease_token,
               (SELECT o.attempt_count FROM jq_live_jobs o WHERE o.id = j.id) AS attempt_count
 )
 INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, lease_token)

@@ -45,6 +45,18 @@ CREATE TABLE jq_queues (
     CONSTRAINT jq_queues_backoff_cap_ge_base CHECK (backoff_cap >= backoff_base)
 );
 
+-- Queues by number. Every key of the job tables starts with the queue, and an integer is narrower
+-- than the name and compares without collation rules (README, "Storage"). A name gets its number
+-- from the first enqueue into it (src/api/enqueue.rs) and keeps it; rows are never deleted, so a
+-- number never names another queue.
+CREATE SEQUENCE jq_queue_ids_seq AS integer;
+
+CREATE TABLE jq_queue_ids (
+    queue_id   int DEFAULT nextval('jq_queue_ids_seq') CONSTRAINT jq_queue_ids_pkey PRIMARY KEY,
+    queue_name text NOT NULL CONSTRAINT jq_queue_ids_name_key UNIQUE
+               CONSTRAINT jq_queue_ids_name_valid CHECK (queue_name ~ '^[A-Za-z0-9_.:-]{1,60}$')
+);
+
 -- A plain sequence rather than an identity column: pg_dump can then keep its position through
 -- pg_extension_config_dump, so a restored queue never reuses a job id.
 CREATE SEQUENCE jq_jobs_id_seq;
@@ -55,8 +67,8 @@ CREATE SEQUENCE jq_jobs_id_seq;
 -- Claims, heartbeats and the reaper touch only the hot table, whose size is the live work, not
 -- the history kept.
 CREATE TABLE jq_live_jobs (
-    id               bigint DEFAULT nextval('jq_jobs_id_seq') CONSTRAINT jq_jobs_pkey PRIMARY KEY,
-    queue_name       text NOT NULL,
+    id               bigint DEFAULT nextval('jq_jobs_id_seq') CONSTRAINT jq_live_jobs_pkey PRIMARY KEY,
+    queue_id         int NOT NULL,  -- jq_queue_ids; no foreign key, whose check would cost every insert
     payload          jsonb NOT NULL,
     status           jq_status NOT NULL DEFAULT 'pending',
     priority         int NOT NULL DEFAULT 0,
@@ -80,41 +92,42 @@ CREATE TABLE jq_live_jobs (
     -- One constraint, not three: PostgreSQL reads and compiles every CHECK afresh for each
     -- statement that writes the table, so each costs claims and completions something
     -- (`bench/schema_cost.sh`; README, "Operations notes").
-    CONSTRAINT jq_jobs_consistent CHECK (
+    CONSTRAINT jq_live_jobs_consistent CHECK (
         max_attempts >= 1
         AND attempt_count BETWEEN 0 AND max_attempts
         AND (status = 'running') = (lease_owner IS NOT NULL)
         AND (status = 'running') = (lease_expires_at IS NOT NULL))
 );
 
+-- Five indexes, each for the statements named (README, "Storage"):
+
 -- The claim index: only pending rows, keyed in the claim's own order after the queue. A claim walks
--- it from the front and stops after batch_size rows: it never sorts and never sees finished rows,
--- however much history the table keeps.
-CREATE INDEX jq_jobs_claim ON jq_live_jobs (queue_name, priority DESC, available_at, id)
+-- it from the claim front and stops after batch_size rows: it never sorts. It also answers the
+-- fairness check (is a job of some priority older than the starvation limit?) with one probe per
+-- priority present, each the oldest entry of its priority, and the waiting claim's "is anything due,
+-- and when next?" the same way (claim.sql, claim_any_due.sql, claim_next_due.sql, claim_front.sql).
+-- An index in arrival order would answer those with one probe, and cost every enqueue an insertion.
+CREATE INDEX jq_live_jobs_claim ON jq_live_jobs (queue_id, priority DESC, available_at, id)
     WHERE status = 'pending';
 
--- The same pending rows in arrival order, for fairness: the claim's first step asks whether any job
--- has waited past the queue's starvation_limit, which the priority-ordered index cannot answer
--- without reading every higher-priority entry first.
-CREATE INDEX jq_jobs_fifo ON jq_live_jobs (queue_name, available_at, id) WHERE status = 'pending';
+-- Running rows: the reaper's expired leases and the concurrency limit's running count
+-- (reap_expired_ids.sql, claim_running.sql). Deliberately not keyed on lease_expires_at: a
+-- heartbeat changes only that column, so it stays a HOT update (no index insertions, and the old
+-- version is pruned on the page).
+CREATE INDEX jq_live_jobs_running ON jq_live_jobs (queue_id) WHERE status = 'running';
 
--- Running rows, for the reaper and per-queue running counts. Deliberately not keyed on
--- lease_expires_at: a heartbeat changes only that column, so it stays a HOT update (no index
--- insertions, and the old version is pruned on the page).
-CREATE INDEX jq_jobs_running ON jq_live_jobs (queue_name) WHERE status = 'running';
-
--- Dead and cancelled jobs, for the stats view and operators (oldest dead job, re-drive by queue),
--- without reading succeeded history.
-CREATE INDEX jq_jobs_unresolved ON jq_live_jobs (queue_name, status, finished_at)
+-- Dead and cancelled jobs: the stats view, re-drive and purge by queue, and the retention of
+-- cancelled jobs (retry_dead.sql, purge_dead.sql, prune_cancelled.sql).
+CREATE INDEX jq_live_jobs_unresolved ON jq_live_jobs (queue_id, status, finished_at)
     WHERE status IN ('dead', 'cancelled');
 
 -- Dedup keys: unique among live jobs only, so a finished job frees its key. Enqueue relies on
 -- ON CONFLICT against this index, which is race-free where a read-then-insert is not.
-CREATE UNIQUE INDEX jq_jobs_dedup ON jq_live_jobs (queue_name, dedup_key)
+CREATE UNIQUE INDEX jq_live_jobs_dedup ON jq_live_jobs (queue_id, dedup_key)
     WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running');
 
 -- Ordering keys: the claim asks "is an earlier job of this key still live, or another one running?".
-CREATE INDEX jq_jobs_ordering ON jq_live_jobs (queue_name, ordering_key, id)
+CREATE INDEX jq_live_jobs_ordering ON jq_live_jobs (queue_id, ordering_key, id)
     WHERE ordering_key IS NOT NULL AND status IN ('pending', 'running');
 
 -- Every job is inserted once, updated at its claim and deleted (or updated) when it finishes, so
@@ -137,7 +150,7 @@ ALTER TABLE jq_live_jobs SET (
 -- exists (maintenance never ran) lands in jq_job_history_default, pruned row by row.
 CREATE TABLE jq_job_history (
     id                 bigint NOT NULL,
-    queue_name         text NOT NULL,
+    queue_id           int NOT NULL,
     payload            jsonb NOT NULL,
     priority           int NOT NULL,
     available_at       timestamptz NOT NULL,
@@ -165,21 +178,24 @@ CREATE TABLE jq_job_history_default PARTITION OF jq_job_history DEFAULT;
 --   by queue and age: which queues a day holds (whether every one of them is past its retention),
 --   and the row-by-row pruning of a queue whose retention is shorter than its day's.
 CREATE INDEX jq_job_history_default_id ON jq_job_history_default (id);
-CREATE INDEX jq_job_history_default_queue ON jq_job_history_default (queue_name, finished_at);
+CREATE INDEX jq_job_history_default_queue ON jq_job_history_default (queue_id, finished_at);
 
 -- One row per job, with the columns jq_jobs always had, whichever table holds the job. A job moves between them
 -- only inside one statement, so every snapshot sees it exactly once.
 CREATE VIEW jq_jobs AS
-SELECT id, queue_name, payload, status, priority, available_at, attempt_count, max_attempts,
-       lease_owner, lease_token, lease_expires_at, lease_length, claimed_at, run_deadline,
-       last_error_code, last_error_message, dedup_key, ordering_key, created_at, finished_at
-FROM jq_live_jobs
+SELECT j.id, q.queue_name, j.payload, j.status, j.priority, j.available_at, j.attempt_count,
+       j.max_attempts, j.lease_owner, j.lease_token, j.lease_expires_at, j.lease_length, j.claimed_at,
+       j.run_deadline, j.last_error_code, j.last_error_message, j.dedup_key, j.ordering_key,
+       j.created_at, j.finished_at
+FROM jq_live_jobs j
+JOIN jq_queue_ids q ON q.queue_id = j.queue_id
 UNION ALL
-SELECT id, queue_name, payload, 'succeeded'::jq_status, priority, available_at, attempt_count,
-       max_attempts, NULL::text, lease_token, NULL::timestamptz, lease_length, claimed_at,
-       run_deadline, last_error_code, last_error_message, dedup_key, ordering_key, created_at,
-       finished_at
-FROM jq_job_history;
+SELECT h.id, q.queue_name, h.payload, 'succeeded'::jq_status, h.priority, h.available_at,
+       h.attempt_count, h.max_attempts, NULL::text, h.lease_token, NULL::timestamptz, h.lease_length,
+       h.claimed_at, h.run_deadline, h.last_error_code, h.last_error_message, h.dedup_key,
+       h.ordering_key, h.created_at, h.finished_at
+FROM jq_job_history h
+JOIN jq_queue_ids q ON q.queue_id = h.queue_id;
 
 CREATE SEQUENCE jq_job_events_id_seq;
 
@@ -240,6 +256,8 @@ CREATE TABLE jq_token_epochs (
 
 SELECT pg_catalog.pg_extension_config_dump('jq_queues', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_grants', '');
+SELECT pg_catalog.pg_extension_config_dump('jq_queue_ids', '');
+SELECT pg_catalog.pg_extension_config_dump('jq_queue_ids_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_live_jobs', '');
 -- The day partitions are made after installation, so they are not members of the extension and
 -- pg_dump keeps them (and their rows) as it keeps any table; the default partition is a member.

@@ -9,22 +9,25 @@ CREATE VIEW jq_queue_stats WITH (security_barrier) AS
 WITH clock AS MATERIALIZED (
     SELECT pg_catalog.clock_timestamp() AS now
 ), pending AS (
-    SELECT j.queue_name,
+    SELECT n.queue_name,
            pg_catalog.count(*) FILTER (WHERE j.available_at <= c.now) AS pending,
            pg_catalog.count(*) FILTER (WHERE j.available_at > c.now) AS scheduled,
            pg_catalog.min(j.available_at) FILTER (WHERE j.available_at <= c.now) AS oldest_claimable
-    FROM jq_live_jobs j, clock c WHERE j.status OPERATOR(pg_catalog.=) 'pending' GROUP BY j.queue_name
+    FROM jq_live_jobs j JOIN jq_queue_ids n USING (queue_id), clock c
+    WHERE j.status OPERATOR(pg_catalog.=) 'pending' GROUP BY n.queue_name
 ), running AS (
-    SELECT j.queue_name,
+    SELECT n.queue_name,
            pg_catalog.count(*) AS running,
            pg_catalog.count(*) FILTER (WHERE j.lease_expires_at <= c.now + interval '10 seconds') AS expiring
-    FROM jq_live_jobs j, clock c WHERE j.status OPERATOR(pg_catalog.=) 'running' GROUP BY j.queue_name
+    FROM jq_live_jobs j JOIN jq_queue_ids n USING (queue_id), clock c
+    WHERE j.status OPERATOR(pg_catalog.=) 'running' GROUP BY n.queue_name
 ), unresolved AS (
-    SELECT j.queue_name,
+    SELECT n.queue_name,
            pg_catalog.count(*) FILTER (WHERE j.status OPERATOR(pg_catalog.=) 'dead') AS dead,
            pg_catalog.count(*) FILTER (WHERE j.status OPERATOR(pg_catalog.=) 'cancelled') AS cancelled,
            pg_catalog.min(j.finished_at) FILTER (WHERE j.status OPERATOR(pg_catalog.=) 'dead') AS oldest_dead
-    FROM jq_live_jobs j WHERE j.status OPERATOR(pg_catalog.=) ANY (ARRAY['dead', 'cancelled']::jq_status[]) GROUP BY j.queue_name
+    FROM jq_live_jobs j JOIN jq_queue_ids n USING (queue_id)
+    WHERE j.status OPERATOR(pg_catalog.=) ANY (ARRAY['dead', 'cancelled']::jq_status[]) GROUP BY n.queue_name
 ), queues AS (
     SELECT q.queue_name FROM jq_queues q
     UNION SELECT p.queue_name FROM pending p

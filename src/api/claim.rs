@@ -429,6 +429,30 @@ mod tests {
         );
     }
 
+    /// Among starving jobs, age decides, not priority: under overload a queue degrades to arrival
+    /// order for its old jobs, so a low priority cannot starve behind starving higher ones. The
+    /// fairness check reads each priority's oldest jobs apart; this takes the oldest of all.
+    #[pg_test]
+    fn starving_jobs_are_claimed_oldest_first_whatever_their_priority() {
+        run("INSERT INTO jq_queues (queue_name, starvation_limit) VALUES ('o', '1 minute')");
+        let fresh = one::<i64>("SELECT jq_enqueue('o', '{}', priority => 9)");
+        let starving_high = one::<i64>(
+            "SELECT jq_enqueue('o', '{}', priority => 5, run_at => clock_timestamp() - interval '3 minutes')",
+        );
+        let starving_low = one::<i64>(
+            "SELECT jq_enqueue('o', '{}', priority => 1, run_at => clock_timestamp() - interval '10 minutes')",
+        );
+        let starving_mid = one::<i64>(
+            "SELECT jq_enqueue('o', '{}', priority => 3, run_at => clock_timestamp() - interval '5 minutes')",
+        );
+        assert_eq!(ids("SELECT id FROM jq_claim('o', 'w')"), vec![starving_low]);
+        assert_eq!(
+            ids("SELECT id FROM jq_claim('o', 'w', batch_size => 10)"),
+            vec![starving_mid, starving_high, fresh],
+            "the starving jobs by age, then claim order"
+        );
+    }
+
     #[pg_test]
     fn without_a_starvation_limit_priority_is_strict() {
         run("INSERT INTO jq_queues (queue_name, starvation_limit) VALUES ('s', NULL)");

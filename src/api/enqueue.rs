@@ -14,6 +14,7 @@ const INSERT: &str = include_str!("../../sql/queries/enqueue.sql");
 const INSERT_UNLESS_KEY_HELD: &str = include_str!("../../sql/queries/enqueue_dedup.sql");
 const LIVE_HOLDER_OF_KEY: &str = include_str!("../../sql/queries/enqueue_existing.sql");
 const INSERT_BATCH: &str = include_str!("../../sql/queries/enqueue_batch.sql");
+const REGISTER: &str = include_str!("../../sql/queries/queue_register.sql");
 
 /// Enqueues one job and returns its id. With a dedup key held by a live (pending or running) job of
 /// the queue, returns that job's id and inserts nothing.
@@ -64,9 +65,13 @@ fn jq_enqueue(
             // and the insert is tried again. Run read-write (as `Session::first` does), so that the lookup
             // takes a fresh snapshot: a read-only one would reuse the calling statement's, which may
             // predate the holder, and the loop would never end.
-            if let Some(id) = db.first::<i64>(LIVE_HOLDER_OF_KEY, &[queue_name.into(), dedup_key.into()])? {
-                return Ok(id);
+            if dedup_key.is_some() {
+                if let Some(id) = db.first::<i64>(LIVE_HOLDER_OF_KEY, &[queue_name.into(), dedup_key.into()])? {
+                    return Ok(id);
+                }
             }
+            // Or the queue has no number yet: give it one (a no-op if it has one by now), then again.
+            register(db, queue_name)?;
         })
     })
 }
@@ -89,11 +94,17 @@ fn jq_enqueue_batch(
     rights::require(queue_name, Privilege::Enqueue);
     let now = clock::now();
 
+    let any = !payloads.is_empty();
     let ids = rights::as_owner(|| {
         db::connect(|db| {
             let args =
                 [queue_name.into(), payloads.into(), priority.into(), run_at.into(), max_attempts.into(), now.into()];
-            let ids: Vec<(i64,)> = db.rows(INSERT_BATCH, &args)?;
+            let mut ids: Vec<(i64,)> = db.rows(INSERT_BATCH, &args)?;
+            if ids.is_empty() && any {
+                // The queue has no number yet (see jq_enqueue).
+                register(db, queue_name)?;
+                ids = db.rows(INSERT_BATCH, &args)?;
+            }
             if let Some(&(first,)) = ids.iter().min() {
                 wake::after_enqueue(db, queue_name)?;
                 let available_at = run_at.unwrap_or(now).into();
@@ -103,6 +114,11 @@ fn jq_enqueue_batch(
         })
     })?;
     Ok(SetOfIterator::new(ids.into_iter().map(|(id,)| id)))
+}
+
+/// Gives `queue_name` its number in jq_queue_ids, unless it has one: the first enqueue into a queue.
+fn register(db: &mut db::Session, queue_name: &str) -> spi::Result<()> {
+    db.rows::<()>(REGISTER, &[queue_name.into()]).map(drop)
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -328,7 +328,7 @@ mod tests {
         };
         // A queue without settings: claimable for 6 minutes is past the default 5.
         enqueue("h");
-        run("UPDATE jq_live_jobs SET available_at = clock_timestamp() - interval '6 minutes' WHERE queue_name = 'h'");
+        run("UPDATE jq_live_jobs SET available_at = clock_timestamp() - interval '6 minutes' WHERE id IN (SELECT id FROM jq_jobs WHERE queue_name = 'h')");
         assert_eq!(flags("h"), (true, false, false));
         run("INSERT INTO jq_queues (queue_name, warn_claimable_age) VALUES ('h', '10 minutes')");
         assert_eq!(flags("h"), (false, false, false));
@@ -346,7 +346,7 @@ mod tests {
         // A job dead for two hours is past the default hour; NULL turns the check off.
         enqueue("h3");
         run("SELECT jq_fail(id, 'w', lease_token, 'E', retryable => false) FROM jq_claim('h3', 'w')");
-        run("UPDATE jq_live_jobs SET finished_at = clock_timestamp() - interval '2 hours' WHERE queue_name = 'h3'");
+        run("UPDATE jq_live_jobs SET finished_at = clock_timestamp() - interval '2 hours' WHERE id IN (SELECT id FROM jq_jobs WHERE queue_name = 'h3')");
         assert_eq!(flags("h3"), (false, false, true));
         run("INSERT INTO jq_queues (queue_name, warn_dead_age) VALUES ('h3', NULL)");
         assert_eq!(flags("h3"), (false, false, false));

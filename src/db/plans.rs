@@ -130,10 +130,8 @@ mod tests {
         };
         for (batch, admitted) in [(1, false), (100, false), (100, true)] {
             let plan = claim_plan(batch, admitted);
-            assert_no_sort_and_no_seq_scan(&plan);
-            for index in ["jq_jobs_claim", "jq_jobs_fifo"] {
-                assert_reads_index(&plan, index);
-            }
+            assert_sorts_only_starving_jobs(&plan);
+            assert_reads_index(&plan, "jq_live_jobs_claim");
             assert_has_node(&plan, "Tid Scan");
         }
         // A batch near the size of a small queue may fetch its candidates and sort them, which is
@@ -154,7 +152,7 @@ mod tests {
         )
         .unwrap();
         assert_no_sort_and_no_seq_scan(&reap_plan.0);
-        assert_reads_index(&reap_plan.0, "jq_jobs_running");
+        assert_reads_index(&reap_plan.0, "jq_live_jobs_running");
 
         // Operators' reads and retention grow with live work, not with the succeeded history.
         // The stats view reads the hot table alone, whose size is the live work.
@@ -172,7 +170,7 @@ mod tests {
         let cancelled_plan =
             Spi::explain_with_args(include_str!("../../sql/queries/prune_cancelled.sql"), &args).unwrap();
         assert_no_seq_scan(&cancelled_plan.0);
-        assert_reads_index(&cancelled_plan.0, "jq_jobs_unresolved");
+        assert_reads_index(&cancelled_plan.0, "jq_live_jobs_unresolved");
     }
 
     /// The statements that run with session-long generic plans (this module) keep their access paths in
@@ -201,9 +199,8 @@ mod tests {
                     "text, text, interval, int, timestamptz, boolean, bigint, int, timestamptz, bigint",
                     &format!("'q1', 'w', NULL, {batch}, now(), false, 0, {front}"),
                 );
-                assert_no_sort_and_no_seq_scan(&claim);
-                assert_reads_index(&claim, "jq_jobs_claim");
-                assert_reads_index(&claim, "jq_jobs_fifo");
+                assert_sorts_only_starving_jobs(&claim);
+                assert_reads_index(&claim, "jq_live_jobs_claim");
                 assert_has_node(&claim, "Tid Scan");
                 assert_front_bounds_the_index_walk(&claim);
             }
@@ -214,8 +211,8 @@ mod tests {
             "'q1', 2, now() - interval '1 hour', 5000",
         );
         assert_no_sort_and_no_seq_scan(&look);
-        assert_reads_index(&look, "jq_jobs_claim");
-        assert_reads_index(&look, "jq_jobs_ordering");
+        assert_reads_index(&look, "jq_live_jobs_claim");
+        assert_reads_index(&look, "jq_live_jobs_ordering");
         assert_front_bounds_the_index_walk(&look);
         let running = generic_plan(include_str!("../../sql/queries/claim_running.sql"), "text", "'q3'");
         assert_no_seq_scan(&running);
@@ -223,19 +220,21 @@ mod tests {
         let next_due =
             generic_plan(include_str!("../../sql/queries/claim_next_due.sql"), "text, timestamptz", "'q1', now()");
         assert_no_seq_scan(&next_due);
-        assert_reads_index(&next_due, "jq_jobs_fifo");
+        assert_reads_index(&next_due, "jq_live_jobs_claim");
         let any_due =
             generic_plan(include_str!("../../sql/queries/claim_any_due.sql"), "text, timestamptz", "'q1', now()");
         assert_no_seq_scan(&any_due);
+        assert_reads_index(&any_due, "jq_live_jobs_claim");
         let slot_free =
             generic_plan(include_str!("../../sql/queries/claim_slot_free.sql"), "text, timestamptz", "'q3', now()");
         assert_no_seq_scan(&slot_free);
+        assert_reads_index(&slot_free, "jq_live_jobs_claim");
         let holder = generic_plan(include_str!("../../sql/queries/enqueue_existing.sql"), "text, text", "'q1', 'k'");
         assert_no_seq_scan(&holder);
         // Refused calls look up their job's queue, to count the refusal.
         let job_queue = generic_plan(include_str!("../../sql/queries/job_queue.sql"), "bigint[]", "ARRAY[1]");
         assert_no_seq_scan(&job_queue);
-        assert_reads_index(&job_queue, "jq_jobs_pkey");
+        assert_reads_index(&job_queue, "jq_live_jobs_pkey");
         let by_id = [
             (include_str!("../../sql/queries/complete.sql"), "bigint, text, bigint, timestamptz", "1, 'w', 1, now()"),
             (
@@ -261,13 +260,13 @@ mod tests {
         for (sql, types, args) in redrive {
             let plan = generic_plan(sql, types, args);
             assert_no_seq_scan(&plan);
-            assert!(!plan_nodes(&plan).iter().any(|n| n["Index Name"] == "jq_jobs_unresolved"), "{plan}");
+            assert!(!plan_nodes(&plan).iter().any(|n| n["Index Name"] == "jq_live_jobs_unresolved"), "{plan}");
         }
         for (sql, types, args) in by_id {
             let plan = generic_plan(sql, types, args);
             assert_no_seq_scan(&plan);
-            assert_reads_index(&plan, "jq_jobs_pkey");
-            assert!(!plan_nodes(&plan).iter().any(|n| n["Index Name"] == "jq_jobs_running"), "{plan}");
+            assert_reads_index(&plan, "jq_live_jobs_pkey");
+            assert!(!plan_nodes(&plan).iter().any(|n| n["Index Name"] == "jq_live_jobs_running"), "{plan}");
         }
         for (sql, dedup_key) in [
             (include_str!("../../sql/queries/enqueue.sql"), "NULL"),
@@ -295,10 +294,10 @@ mod tests {
     /// old snapshot keeps.
     fn assert_front_bounds_the_index_walk(plan: &serde_json::Value) {
         let bounded = plan_nodes(plan).iter().any(|n| {
-            n["Index Name"] == "jq_jobs_claim"
+            n["Index Name"] == "jq_live_jobs_claim"
                 && n["Index Cond"].as_str().is_some_and(|c| c.contains("ROW(available_at, id) >= ROW("))
         });
-        assert!(bounded, "the claim front does not bound the walk of jq_jobs_claim: {plan}");
+        assert!(bounded, "the claim front does not bound the walk of jq_live_jobs_claim: {plan}");
     }
 
     fn assert_has_node(plan: &serde_json::Value, node_type: &str) {
@@ -307,10 +306,15 @@ mod tests {
 
     /// 100k succeeded jobs and 10k pending ones (five priorities, a second apart) over four queues.
     fn add_history_and_backlog() {
-        run("INSERT INTO jq_job_history (id, queue_name, payload, priority, available_at, attempt_count, max_attempts, lease_token, created_at, finished_at)
-             SELECT nextval('jq_jobs_id_seq'), 'q' || (i % 4), '{}', 0, now(), 1, 8, 1, now(), now() FROM generate_series(1, 100000) i");
-        run("INSERT INTO jq_live_jobs (queue_name, payload, priority, available_at, max_attempts, created_at)
-             SELECT 'q' || (i % 4), '{}', i % 5, now() - (i || ' s')::interval, 8, now() FROM generate_series(1, 10000) i");
+        run(
+            "INSERT INTO jq_queue_ids (queue_name) SELECT 'q' || i FROM generate_series(0, 3) i ON CONFLICT DO NOTHING",
+        );
+        run("INSERT INTO jq_job_history (id, queue_id, payload, priority, available_at, attempt_count, max_attempts, lease_token, created_at, finished_at)
+             SELECT nextval('jq_jobs_id_seq'), n.queue_id, '{}', 0, now(), 1, 8, 1, now(), now()
+             FROM generate_series(1, 100000) i JOIN jq_queue_ids n ON n.queue_name = 'q' || (i % 4)");
+        run("INSERT INTO jq_live_jobs (queue_id, payload, priority, available_at, max_attempts, created_at)
+             SELECT n.queue_id, '{}', i % 5, now() - (i || ' s')::interval, 8, now()
+             FROM generate_series(1, 10000) i JOIN jq_queue_ids n ON n.queue_name = 'q' || (i % 4)");
     }
 
     fn plan_nodes(plan: &serde_json::Value) -> Vec<&serde_json::Value> {
@@ -325,6 +329,17 @@ mod tests {
             let jobs = relation == "jq_live_jobs" || relation.starts_with("jq_job_history");
             let scans_jobs = node["Node Type"] == "Seq Scan" && jobs;
             assert!(!scans_jobs, "the plan scans {relation} sequentially: {plan}");
+        }
+    }
+
+    /// The claim's one sort: the fairness check's starving jobs, at most batch_size of each priority
+    /// (the subtree that reads the `oldest` probes), oldest first. Nothing else is sorted.
+    fn assert_sorts_only_starving_jobs(plan: &serde_json::Value) {
+        assert_no_seq_scan(plan);
+        for sort in plan_nodes(plan).into_iter().filter(|n| n["Node Type"] == "Sort") {
+            let over_starving =
+                plan_nodes(sort).iter().any(|n| n["Node Type"] == "CTE Scan" && n["CTE Name"] == "oldest");
+            assert!(over_starving, "the plan sorts more than the starving jobs: {plan}");
         }
     }
 

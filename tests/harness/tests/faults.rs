@@ -404,8 +404,11 @@ fn boundary_10_a_million_job_backlog_keeps_plans_and_recovers_in_bounded_passes(
     let mut client = cluster.connect();
     client
         .batch_execute(
-            "INSERT INTO jq_live_jobs (queue_name, payload, priority, available_at, max_attempts, created_at)
-             SELECT 'big', '{}', i % 10, now() - interval '1 minute', 8, now() FROM generate_series(1, 1000000) i;
+            "INSERT INTO jq_queue_ids (queue_name) VALUES ('big');
+             INSERT INTO jq_live_jobs (queue_id, payload, priority, available_at, max_attempts, created_at)
+             SELECT (SELECT queue_id FROM jq_queue_ids WHERE queue_name = 'big'), '{}', i % 10,
+                    now() - interval '1 minute', 8, now()
+             FROM generate_series(1, 1000000) i;
              ANALYZE jq_live_jobs;",
         )
         .unwrap();
@@ -421,9 +424,15 @@ fn boundary_10_a_million_job_backlog_keeps_plans_and_recovers_in_bounded_passes(
         ))
         .unwrap();
     let claim_plan = plan(&mut client, "EXPLAIN EXECUTE claim('big', 'w', NULL, 10, clock_timestamp(), false, 0, 2147483647, '-infinity', -9223372036854775808)");
-    assert!(claim_plan.contains("jq_jobs_claim") && !claim_plan.contains("Seq Scan on jq_jobs"), "{claim_plan}");
+    assert!(
+        claim_plan.contains("jq_live_jobs_claim") && !claim_plan.contains("Seq Scan on jq_live_jobs"),
+        "{claim_plan}"
+    );
     let reap_plan = plan(&mut client, "EXPLAIN EXECUTE reap(10000, clock_timestamp(), NULL, '{}', NULL)");
-    assert!(reap_plan.contains("jq_jobs_running") && !reap_plan.contains("Seq Scan on jq_jobs"), "{reap_plan}");
+    assert!(
+        reap_plan.contains("jq_live_jobs_running") && !reap_plan.contains("Seq Scan on jq_live_jobs"),
+        "{reap_plan}"
+    );
 
     // Claiming takes more than a second here; inline recovery would start reaping the first leases.
     client.batch_execute("SET pg_jobqueue.inline_reap_max = 0").unwrap();

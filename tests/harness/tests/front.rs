@@ -18,7 +18,7 @@ fn claim_index_entries_read(client: &mut Client, admin: &mut Client, f: impl FnO
     let read = |admin: &mut Client| -> i64 {
         admin.batch_execute("SELECT pg_stat_clear_snapshot()").unwrap();
         admin
-            .query_one("SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = 'jq_jobs_claim'", &[])
+            .query_one("SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = 'jq_live_jobs_claim'", &[])
             .unwrap()
             .get(0)
     };
@@ -224,8 +224,8 @@ fn a_job_made_pending_outside_the_functions_is_found_within_a_second() {
     client
         .batch_execute(&format!(
             "WITH h AS (DELETE FROM jq_job_history WHERE id = {first} RETURNING *)
-             INSERT INTO jq_live_jobs (id, queue_name, payload, priority, available_at, max_attempts, lease_token, created_at)
-             SELECT id, queue_name, payload, priority, available_at, max_attempts, lease_token, created_at FROM h"
+             INSERT INTO jq_live_jobs (id, queue_id, payload, priority, available_at, max_attempts, lease_token, created_at)
+             SELECT id, queue_id, payload, priority, available_at, max_attempts, lease_token, created_at FROM h"
         ))
         .unwrap();
     // The first claim may pass it; one within a second takes it, before the 100 jobs behind it run out.
@@ -313,4 +313,28 @@ fn under_concurrent_changes_no_pending_job_is_left_below_the_front() {
         }
     }
     assert_eq!(claimed, due);
+}
+
+/// The fairness check starts at the front as the claim does, and still looks at every priority
+/// below it: a job starving two priorities under the front is the next one claimed.
+#[test]
+fn a_job_starving_below_the_front_is_claimed_first() {
+    let cluster = Cluster::start_with(&[PRELOAD]);
+    let mut client = cluster.connect();
+    client.batch_execute("INSERT INTO jq_queues (queue_name, starvation_limit) VALUES ('q', '1 minute')").unwrap();
+    client
+        .batch_execute(
+            "SELECT jq_enqueue_batch('q', array_fill('{}'::jsonb, ARRAY[100]), priority => 9);
+             SELECT jq_enqueue_batch('q', array_fill('{}'::jsonb, ARRAY[10]), priority => 5);",
+        )
+        .unwrap();
+    for _ in 0..20 {
+        let (id, token) = claim(&mut client, "q", "w", "1 minute").unwrap();
+        assert!(complete(&mut client, id, "w", token));
+    }
+    let starving: i64 = client
+        .query_one("SELECT jq_enqueue('q', '{}', priority => 1, run_at => now() - interval '10 minutes')", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(claim(&mut client, "q", "w", "1 minute").map(|c| c.0), Some(starving));
 }

@@ -90,11 +90,13 @@ fn make_day(client: &mut Client, days_ago: i32) -> (String, String) {
 
 /// `n` succeeded jobs of `queue` that finished an hour into the day starting at `start`.
 fn add_history(client: &mut Client, queue: &str, n: i32, start: &str) {
+    client.execute("INSERT INTO jq_queue_ids (queue_name) VALUES ($1) ON CONFLICT DO NOTHING", &[&queue]).unwrap();
     client
         .execute(
-            "INSERT INTO jq_job_history (id, queue_name, payload, priority, available_at, attempt_count,
+            "INSERT INTO jq_job_history (id, queue_id, payload, priority, available_at, attempt_count,
                                          max_attempts, lease_token, created_at, finished_at)
-             SELECT nextval('jq_jobs_id_seq'), $1, '{}', 0, f, 1, 8, 1, f, f
+             SELECT nextval('jq_jobs_id_seq'), (SELECT queue_id FROM jq_queue_ids WHERE queue_name = $1), '{}', 0,
+                    f, 1, 8, 1, f, f
              FROM (SELECT $2::text::timestamptz + interval '1 hour' AS f) t, generate_series(1, $3)",
             &[&queue, &start, &n],
         )
@@ -123,7 +125,7 @@ fn retention_drops_a_whole_expired_day_with_its_events_and_deletes_no_row() {
     client
         .batch_execute(&format!(
             "INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, lease_token)
-             SELECT id, queue_name, 'failed', 'pending', finished_at, 1, 1 FROM {expired} LIMIT 3"
+             SELECT id, 'short', 'failed', 'pending', finished_at, 1, 1 FROM {expired} LIMIT 3"
         ))
         .unwrap();
     // A day that one queue still keeps: only the other queue's jobs go, one by one.

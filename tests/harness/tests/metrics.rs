@@ -135,13 +135,14 @@ fn latency_percentiles_match_constructed_waits_and_run_times() {
     // 20 jobs that became available 10 s ago.
     c.batch_execute(
         "SELECT jq_enqueue_batch('lat', array_fill('{}'::jsonb, ARRAY[20]));
-         UPDATE jq_live_jobs SET available_at = clock_timestamp() - interval '10 s' WHERE queue_name = 'lat';
+         UPDATE jq_live_jobs SET available_at = clock_timestamp() - interval '10 s'
+         WHERE id IN (SELECT id FROM jq_jobs WHERE queue_name = 'lat');
          SELECT count(*) FROM jq_claim('lat', 'w', batch_size => 20);
          -- Run times: 18 jobs of 3 s and 2 of 30 s, by moving their claim times back.
          UPDATE jq_live_jobs SET claimed_at = clock_timestamp() - interval '3 s'
-         WHERE queue_name = 'lat' AND id IN (SELECT id FROM jq_jobs WHERE queue_name = 'lat' ORDER BY id LIMIT 18);
+         WHERE id IN (SELECT id FROM jq_jobs WHERE queue_name = 'lat' ORDER BY id LIMIT 18);
          UPDATE jq_live_jobs SET claimed_at = clock_timestamp() - interval '30 s'
-         WHERE queue_name = 'lat' AND claimed_at > clock_timestamp() - interval '2 s';
+         WHERE id IN (SELECT id FROM jq_jobs WHERE queue_name = 'lat') AND claimed_at > clock_timestamp() - interval '2 s';
          SELECT count(*) FROM jq_jobs j, LATERAL jq_complete(j.id, 'w', j.lease_token) WHERE j.queue_name = 'lat';",
     )
     .unwrap();

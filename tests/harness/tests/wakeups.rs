@@ -265,7 +265,7 @@ fn an_enqueue_in_a_rolled_back_savepoint_wakes_no_waiting_claim() {
         .get(0);
     let waiter = waiting_claim(&cluster, "sub", "4 min");
     sleeping_waiter(&mut producer);
-    producer.batch_execute("UPDATE jq_live_jobs SET available_at = now() WHERE queue_name = 'sub'").unwrap();
+    producer.batch_execute("UPDATE jq_live_jobs SET available_at = now() WHERE id IN (SELECT id FROM jq_jobs WHERE queue_name = 'sub')").unwrap();
 
     producer.batch_execute("BEGIN; SAVEPOINT s; SELECT jq_enqueue('sub', '{}'); ROLLBACK TO s; COMMIT").unwrap();
     producer

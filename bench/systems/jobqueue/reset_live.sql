@@ -1,0 +1,1 @@
+TRUNCATE jq_live_jobs, jq_job_events;
