@@ -25,7 +25,9 @@ WITH RECURSIVE queue AS (
            -- a NULL limit means none, and '-infinity' then matches no job.
            coalesce($5 - CASE WHEN q.queue_name IS NULL THEN interval '5 minutes'
                               ELSE q.starvation_limit END,
-                    '-infinity') AS starving_before
+                    '-infinity') AS starving_before,
+           (extract(epoch FROM CASE WHEN q.queue_name IS NULL THEN interval '5 minutes'
+                                    ELSE q.starvation_limit END) * 1000000::numeric)::bigint AS starvation_limit_us
     FROM (VALUES (1)) AS one
     LEFT JOIN jq_queues q ON q.queue_name = $1
 ), oldest AS (
@@ -186,7 +188,11 @@ WITH RECURSIVE queue AS (
               j.lease_token, j.lease_expires_at, j.available_at,
               j.available_at <= queue.starving_before AS starved
 )
--- No ORDER BY: the caller orders the (at most batch_size) returned rows, so the plan has no Sort node.
+-- No ORDER BY: the caller orders the (at most batch_size) returned rows. The last two columns are
+-- what the fairness check saw, for the queue's fairness bound (src/shared/front.rs): the oldest
+-- pending job (NULL: none) and the starvation limit in microseconds (NULL: none).
 SELECT id, $1::text AS queue_name, payload, priority, attempt_count, max_attempts, lease_token,
-       lease_expires_at, available_at, starved
+       lease_expires_at, available_at, starved,
+       (SELECT pg_catalog.min(o.available_at) FROM oldest o) AS oldest_pending,
+       (SELECT starvation_limit_us FROM queue) AS starvation_limit_us
 FROM claimed

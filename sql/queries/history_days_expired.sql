@@ -1,8 +1,8 @@
 -- $1 now
 -- The day partitions of jq_job_history that every queue with jobs in them keeps no longer: the day
 -- ended longer ago than each such queue's retention (7 days for a queue without a settings row; a
--- NULL retention keeps its days). Which queues a day holds is a skip scan of jq_job_history_queue,
--- one probe per queue, whatever the number of jobs. Each day comes with its qualified name.
+-- NULL retention keeps its days). Which queues a day holds is a skip scan of the day's index by
+-- queue, one probe per queue, whatever the number of jobs. Each day comes with its qualified name.
 WITH days AS (
     SELECT pg_catalog.format('%I.%I', n.nspname, c.relname) AS qualified,
            pg_catalog.to_date(pg_catalog.substr(c.relname, 16), 'YYYYMMDD')::timestamp AT TIME ZONE 'UTC' AS lo

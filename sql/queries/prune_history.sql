@@ -2,8 +2,8 @@
 -- Deletes, row by row, up to $1 succeeded jobs past their queue's retention that no whole day could
 -- take with it: those of a queue that keeps them less long than another queue of the same day, and
 -- those of jq_job_history_default. In no particular order (each one is past its retention), so the
--- scan stops at $1 rows instead of sorting a backlog; the queues are found by a skip scan of
--- jq_job_history_queue. Their events go with them.
+-- scan stops at $1 rows instead of sorting a backlog; the queues are found by a skip scan of each
+-- partition's index by queue. Their events go with them.
 WITH RECURSIVE held AS (
     SELECT pg_catalog.min(h.queue_id) AS queue_id FROM jq_job_history h
     UNION ALL

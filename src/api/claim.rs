@@ -14,6 +14,7 @@ use crate::shared::counters;
 use crate::shared::front::{self, Key};
 
 const CLAIM: &str = include_str!("../../sql/queries/claim.sql");
+const CLAIM_LEAN: &str = include_str!("../../sql/queries/claim_lean.sql");
 const ADMIT: &str = include_str!("../../sql/queries/claim_admit.sql");
 const RUNNING: &str = include_str!("../../sql/queries/claim_running.sql");
 const SLOT_FREE: &str = include_str!("../../sql/queries/claim_slot_free.sql");
@@ -126,25 +127,26 @@ fn claim_now(
     };
     // Claiming, and taking a limited queue's row lock, are lease writes: lost in a crash, they cost
     // a job that runs again (see `shared::xact::lease_write`).
-    let mut jobs = tokens::lease_write(|| {
+    let fair = seen.is_some_and(|seen| seen.fair);
+    let (mut jobs, fairness) = tokens::lease_write(|| {
         db::connect(|db| {
-            let jobs = claim_rows(db, &args(batch_size, false))?;
-            if !jobs.is_empty() {
-                return Ok(jobs);
+            let claimed = claim_rows(db, &args(batch_size, false), fair)?;
+            if !claimed.0.is_empty() {
+                return Ok(claimed);
             }
             if waiting && !db.first::<bool>(SLOT_FREE, &[queue_name.into(), now.into()])?.unwrap_or(false) {
-                return Ok(jobs);
+                return Ok(claimed);
             }
             // Taking the row lock is also the test for a limit: it returns no row for an unlimited queue.
             let Some(limit) = db.first::<i32>(ADMIT, &[queue_name.into()])? else {
-                return Ok(jobs);
+                return Ok(claimed);
             };
             let running = db.first::<i64>(RUNNING, &[queue_name.into()])?.unwrap_or(0);
             let free = i64::from(limit) - running;
             if free <= 0 {
-                return Ok(jobs);
+                return Ok(claimed);
             }
-            claim_rows(db, &args(batch_size.min(free as i32), true))
+            claim_rows(db, &args(batch_size.min(free as i32), true), fair)
         })
     })?;
     if let Some(lowest) = jobs.iter().map(|(job, order)| key_of(job, order)).min() {
@@ -152,6 +154,12 @@ fn claim_now(
         front::lower_at_rollback(queue_name, lowest);
     }
     if let Some(seen) = seen {
+        // As with the front: only a snapshot taken after the read proves anything.
+        // SAFETY: a plain read of the transaction's isolation level.
+        let read_committed = unsafe { pg_sys::XactIsoLevel } < pg_sys::XACT_REPEATABLE_READ as i32;
+        if let (Some((oldest, limit)), true) = (fairness, read_committed) {
+            front::set_fair(queue_name, &seen, oldest, limit, now.into());
+        }
         move_front(queue_name, &seen, &jobs, now)?;
     }
     jobs.sort_unstable_by_key(|(_, order)| *order);
@@ -230,18 +238,43 @@ fn timestamp(at: pg_sys::TimestampTz) -> TimestampWithTimeZone {
 type ClaimOrder = (bool, std::cmp::Reverse<i32>, pg_sys::TimestampTz, i64);
 
 /// The claimed rows: the job's columns, then its `available_at` and whether it was starving.
-type ClaimedRow = (i64, String, Payload, i32, i32, i32, i64, TimestampWithTimeZone, TimestampWithTimeZone, bool);
+type ClaimedRow = (
+    i64,
+    String,
+    Payload,
+    i32,
+    i32,
+    i32,
+    i64,
+    TimestampWithTimeZone,
+    TimestampWithTimeZone,
+    bool,
+    Option<TimestampWithTimeZone>,
+    Option<i64>,
+);
 
-fn claim_rows(db: &mut Session, args: &[DatumWithOid]) -> spi::Result<Vec<(ClaimedJob, ClaimOrder)>> {
-    let rows: Vec<ClaimedRow> = db.rows(CLAIM, args)?;
-    Ok(rows
+/// What a claim's fairness check saw, for the queue's fairness bound: the oldest pending job
+/// (None: none) and the starvation limit (None: none), in microseconds.
+type FairnessSeen = (Option<i64>, Option<i64>);
+
+/// The jobs a claim statement took, each with its place in claim order, and what its fairness
+/// check saw (None: it had none, or took nothing).
+type Claimed = (Vec<(ClaimedJob, ClaimOrder)>, Option<FairnessSeen>);
+
+/// Runs the claim statement: `claim_lean.sql` while the queue's fairness bound says no job can be
+/// starving (`fair`), otherwise `claim.sql`, whose fairness check is then returned as well.
+fn claim_rows(db: &mut Session, args: &[DatumWithOid], fair: bool) -> spi::Result<Claimed> {
+    let rows: Vec<ClaimedRow> = db.rows(if fair { CLAIM_LEAN } else { CLAIM }, args)?;
+    let seen = rows.first().filter(|_| !fair).map(|row| (row.10.map(pg_sys::TimestampTz::from), row.11));
+    let jobs = rows
         .into_iter()
-        .map(|(id, queue, payload, priority, attempts, max_attempts, token, expires, available_at, starved)| {
+        .map(|(id, queue, payload, priority, attempts, max_attempts, token, expires, available_at, starved, ..)| {
             let rank = if starved { 0 } else { priority };
             let order = (!starved, std::cmp::Reverse(rank), available_at.into(), id);
             ((id, queue, payload, priority, attempts, max_attempts, token, expires), order)
         })
-        .collect())
+        .collect();
+    Ok((jobs, seen))
 }
 
 #[cfg(any(test, feature = "pg_test"))]

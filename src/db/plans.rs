@@ -194,6 +194,15 @@ mod tests {
     fn assert_generic_plans_use_indexes() {
         for batch in [1, 1000] {
             for front in ["2147483647, '-infinity', -9223372036854775808", "2, now() - interval '1 hour', 5000"] {
+                let lean = generic_plan(
+                    include_str!("../../sql/queries/claim_lean.sql"),
+                    "text, text, interval, int, timestamptz, boolean, bigint, int, timestamptz, bigint",
+                    &format!("'q1', 'w', NULL, {batch}, now(), false, 0, {front}"),
+                );
+                assert_no_sort_and_no_seq_scan(&lean);
+                assert_reads_index(&lean, "jq_live_jobs_claim");
+                assert_has_node(&lean, "Tid Scan");
+                assert_front_bounds_the_index_walk(&lean);
                 let claim = generic_plan(
                     include_str!("../../sql/queries/claim.sql"),
                     "text, text, interval, int, timestamptz, boolean, bigint, int, timestamptz, bigint",

@@ -49,6 +49,8 @@ const FULL_LOOK_EVERY: i64 = 1_000_000;
 
 /// How long a look that found the same front again waits before the next (microseconds).
 const LOOK_AGAIN_AFTER: i64 = 10_000;
+/// The longest a fairness bound holds before a claim runs the check again (microseconds).
+const FAIR_RECHECK: i64 = 1_000_000;
 
 /// A place in claim order: `priority DESC, available_at, id`.
 #[repr(C)]
@@ -112,6 +114,13 @@ struct Slot {
     looked_from_bottom: pg_sys::TimestampTz,
     /// When a claim of the owning queue last read it.
     last_read: pg_sys::TimestampTz,
+    /// The fairness bound (README, "Fairness"): before this time no pending job of the queue can
+    /// have waited past its starvation limit, so claims may leave out the fairness check.
+    /// `i64::MIN`: not known.
+    fair_until: pg_sys::TimestampTz,
+    /// The starvation limit (microseconds) the bound was computed with: a job made pending at
+    /// `available_at` brings the bound down to `available_at + fair_limit`.
+    fair_limit: i64,
     recent: [Lowering; RECENT],
 }
 
@@ -126,6 +135,8 @@ pub struct Seen {
     pub look_due: bool,
     /// Whether the front is due for a look from the start.
     pub full_look_due: bool,
+    /// Whether no pending job can be starving now (the fairness bound is ahead).
+    pub fair: bool,
 }
 
 impl Slot {
@@ -163,11 +174,13 @@ impl Slot {
             keyed,
             look_due: now >= self.look_after,
             full_look_due: now.saturating_sub(self.looked_from_bottom) > FULL_LOOK_EVERY,
+            fair: now < self.fair_until,
         }
     }
 
     fn lower(&mut self, key: Key, keyed: bool) {
         self.remember(Lowering { seq: 0, key, keyed, forgot: false });
+        self.fair_until = self.fair_until.min(key.available_at.saturating_add(self.fair_limit));
         if keyed {
             self.state = KEYED;
         } else if self.state == MARKED && key < self.mark {
@@ -183,6 +196,7 @@ impl Slot {
             self.mark = Key::BOTTOM;
         }
         self.looked_from_bottom = i64::MIN;
+        self.fair_until = i64::MIN;
     }
 
     fn remember(&mut self, mut lowering: Lowering) {
@@ -208,6 +222,39 @@ impl Slot {
             low = (low.0.min(lowering.key), low.1 || lowering.keyed);
         }
         Some(low)
+    }
+
+    /// The oldest `available_at` of the jobs lowered to since `seen`; None when too many came to
+    /// tell, or a forget. `i64::MAX` when none came.
+    fn oldest_lowered_since(&self, seen: &Seen) -> Option<i64> {
+        let since = self.seq.checked_sub(seen.seq)?;
+        if since > RECENT as u64 {
+            return None;
+        }
+        let mut oldest = i64::MAX;
+        for seq in seen.seq + 1..=self.seq {
+            let lowering = self.recent[(seq % RECENT as u64) as usize];
+            if lowering.forgot {
+                return None;
+            }
+            oldest = oldest.min(lowering.key.available_at);
+        }
+        Some(oldest)
+    }
+
+    /// A claim that read `seen` ran the fairness check: the oldest pending job its snapshot saw
+    /// (None: none), with the starvation limit (None: no limit). The bound is then the oldest of
+    /// those and of every job lowered to since, plus the limit; and never more than FAIR_RECHECK
+    /// ahead, which bounds how late a change of the setting, or a job made pending outside the
+    /// functions, is seen.
+    fn set_fair(&mut self, seen: &Seen, oldest: Option<i64>, limit: Option<i64>, now: pg_sys::TimestampTz) {
+        let Some(lowered) = self.oldest_lowered_since(seen) else {
+            return;
+        };
+        let limit = limit.unwrap_or(i64::MAX);
+        let oldest = oldest.unwrap_or(i64::MAX).min(lowered);
+        self.fair_limit = limit;
+        self.fair_until = oldest.saturating_add(limit).min(now.saturating_add(FAIR_RECHECK));
     }
 
     /// A claim proved that nothing unlocked is pending below `to` (as of its read `seen`).
@@ -335,6 +382,16 @@ pub fn install(queue_name: &str, seen: &Seen, found: Key, keyed: bool, from_bott
     });
 }
 
+/// A claim that read `seen` ran the fairness check, which saw `oldest` as the oldest pending job
+/// (None: none) under the starvation limit `limit` (None: none), both in microseconds.
+pub fn set_fair(queue_name: &str, seen: &Seen, oldest: Option<i64>, limit: Option<i64>, now: pg_sys::TimestampTz) {
+    with_slot(queue_name, |slot, database| {
+        if slot.owns(database, queue_name) {
+            slot.set_fair(seen, oldest, limit, now);
+        }
+    });
+}
+
 fn lower(queue_name: &str, key: Key, keyed: bool) {
     with_slot(queue_name, |slot, database| {
         if slot.owns(database, queue_name) {
@@ -409,10 +466,45 @@ mod tests {
             look_after: 0,
             looked_from_bottom: 0,
             last_read: 0,
+            fair_until: 0,
+            fair_limit: 0,
             recent: [Lowering { seq: 0, key: Key::BOTTOM, keyed: false, forgot: false }; RECENT],
         };
         slot.take(1, "q");
         slot
+    }
+
+    /// The fairness bound: the oldest pending job the check saw plus the limit, brought down by
+    /// every job made pending since the check's read, at most FAIR_RECHECK ahead, and gone after
+    /// a forget.
+    #[pg_test]
+    fn the_fairness_bound_is_the_oldest_job_seen_or_lowered_plus_the_limit() {
+        let mut front = slot();
+        assert!(!front.read(0).fair, "not known before a check");
+        let seen = front.read(0);
+        front.set_fair(&seen, Some(1_000), Some(500), 1_000);
+        assert_eq!(front.fair_until, 1_500);
+        assert!(front.read(1_499).fair && !front.read(1_500).fair);
+
+        // A job older than the check saw, made pending after the check's read.
+        let seen = front.read(1_000);
+        front.lower(key(0, 800, 1), false);
+        front.set_fair(&seen, Some(1_000), Some(500), 1_000);
+        assert_eq!(front.fair_until, 1_300, "the lowering counts though it came after the read");
+        front.lower(key(0, 700, 2), false);
+        assert_eq!(front.fair_until, 1_200, "and one after the check brings it down at once");
+
+        // No limit, no pending job: held for FAIR_RECHECK only.
+        let seen = front.read(2_000);
+        front.set_fair(&seen, None, None, 2_000);
+        assert_eq!(front.fair_until, 2_000 + super::FAIR_RECHECK);
+
+        // Jobs of unknown keys: not known again until the next check.
+        let seen = front.read(2_000);
+        front.forget();
+        assert!(!front.read(2_001).fair);
+        front.set_fair(&seen, Some(5_000), Some(500), 2_001);
+        assert!(!front.read(2_001).fair, "a check that read before the forget proves nothing");
     }
 
     #[pg_test]

@@ -338,3 +338,31 @@ fn a_job_starving_below_the_front_is_claimed_first() {
         .get(0);
     assert_eq!(claim(&mut client, "q", "w", "1 minute").map(|c| c.0), Some(starving));
 }
+
+/// A claim leaves the fairness check out while the queue's fairness bound says no job can starve;
+/// the bound holds at most a second, so a job that starts starving without any function knowing
+/// (here an operator's UPDATE) is claimed first within about that.
+#[test]
+fn a_job_made_to_starve_outside_the_functions_is_claimed_first_within_a_second() {
+    let cluster = Cluster::start_with(&[PRELOAD]);
+    let mut client = cluster.connect();
+    client.batch_execute("INSERT INTO jq_queues (queue_name, starvation_limit) VALUES ('q', '1 minute')").unwrap();
+    enqueue_many(&mut client, "q", 500);
+    for _ in 0..5 {
+        let (id, token) = claim(&mut client, "q", "w", "1 minute").unwrap();
+        assert!(complete(&mut client, id, "w", token));
+    }
+    let last: i64 = client.query_one("SELECT max(id) FROM jq_live_jobs", &[]).unwrap().get(0);
+    client
+        .batch_execute(&format!(
+            "UPDATE jq_live_jobs SET available_at = now() - interval '10 minutes' WHERE id = {last}"
+        ))
+        .unwrap();
+    let started = std::time::Instant::now();
+    wait_until("the starving job is claimed first", || {
+        let (id, token) = claim(&mut client, "q", "w", "1 minute").unwrap();
+        assert!(complete(&mut client, id, "w", token));
+        id == last
+    });
+    println!("claimed first {:.3} s after it started to starve", started.elapsed().as_secs_f64());
+}

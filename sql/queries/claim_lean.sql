@@ -1,0 +1,107 @@
+-- $1 queue_name, $2 worker, $3 lease (NULL: queue default), $4 batch_size, $5 now,
+-- $6 admitted: true only after the caller holds a limited queue's row lock and has reduced $4 to
+--    the free slots (see src/api/claim.rs); a limited queue claims nothing without it.
+-- $7 token floor: the token epoch * 2^32 (see src/api/tokens.rs); a new token is above the job's
+--    last one and at least this.
+-- $8, $9, $10 the claim front: priority, available_at and id of the first key a claim looks at.
+--
+-- claim.sql without the fairness check, for a claim while its queue's fairness bound says no job
+-- can be starving (src/shared/front.rs; README, "Fairness"): that check is half of claim.sql's
+-- plan, which every execution starts and ends again. Everything else is claim.sql's, and the plan
+-- tests hold it to the same. Change the two together.
+--
+-- One statement: pick up to $4 claimable rows, skipping rows another claimer has locked, and turn
+-- exactly those into running rows with a fresh lease and the next fencing token.
+--
+-- Plan notes, checked by the plan tests: src/api/claim.rs runs this with a generic plan, prepared once per
+-- session. The UPDATE finds the locked rows by `ctid = ANY(...)`, a TID scan whatever the statistics
+-- said when the plan was made (`id = ANY(...)` became a sequential scan in a generic plan made while
+-- the table was empty). Each ctid is that of the row version this statement locked, which no one
+-- else can change before we commit. In READ COMMITTED the lock may land on a newer version than
+-- this statement's snapshot sees (a pending job updated in place by another transaction, say by an
+-- operator's UPDATE); the UPDATE then skips that row, the claim returns one job fewer than it locked,
+-- and the lock ends with the transaction. Nothing is changed that is not returned.
+WITH queue AS (
+    SELECT (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1) AS id,
+           coalesce($3, q.default_lease, interval '60 seconds') AS lease,
+           q.max_runtime,
+           NOT coalesce(q.paused, false) AND (q.concurrency_limit IS NULL OR $6) AS open,
+           -- Jobs available before this are starving. A queue without a row has the default limit;
+           -- a NULL limit means none, and '-infinity' then matches no job.
+           coalesce($5 - CASE WHEN q.queue_name IS NULL THEN interval '5 minutes'
+                              ELSE q.starvation_limit END,
+                    '-infinity') AS starving_before
+    FROM (VALUES (1)) AS one
+    LEFT JOIN jq_queues q ON q.queue_name = $1
+), picked AS (
+    -- UNION ALL runs its branches in order and LIMIT stops it, so the second branch locks rows
+    -- only when the first did not fill the batch.
+    -- Claim order from the claim front ($8, $9, $10: priority, available_at, id; see
+    -- src/shared/front.rs): first the rest of the front's priority, from the front on, then every
+    -- lower priority. Nothing claimable is above the front, so together they are the whole claim
+    -- order; the front (2147483647, '-infinity', minimum) is the start of it, where a queue without
+    -- one starts. Both are ranges of the claim index, so the entries of jobs claimed before the
+    -- front are never visited, though a snapshot older than their claims keeps them in the index.
+    SELECT ctid FROM (
+        SELECT j.ctid
+        FROM jq_live_jobs j
+        WHERE j.queue_id = (SELECT id FROM queue)
+          AND j.status OPERATOR(pg_catalog.=) 'pending'
+          -- Not `priority = $8`: the planner would drop a constant from the ORDER BY and might
+          -- then sort; a closed range keeps the index order.
+          AND j.priority >= $8 AND j.priority <= $8
+          AND (j.available_at, j.id) >= ($9, $10)
+          AND j.available_at <= $5
+          AND (SELECT open FROM queue)
+          -- Ordering keys: a keyed job waits while another job of its key runs or an earlier one is pending.
+          AND (j.ordering_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM jq_live_jobs k
+                WHERE k.queue_id = j.queue_id AND k.ordering_key = j.ordering_key
+                  AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
+                  AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
+        ORDER BY j.priority DESC, j.available_at, j.id
+        LIMIT $4
+        FOR UPDATE OF j SKIP LOCKED
+    ) AS at_front
+    UNION ALL
+    SELECT ctid FROM (
+        SELECT j.ctid
+        FROM jq_live_jobs j
+        WHERE j.queue_id = (SELECT id FROM queue)
+          AND j.status OPERATOR(pg_catalog.=) 'pending'
+          AND j.priority < $8
+          AND j.available_at <= $5
+          AND (SELECT open FROM queue)
+          AND (j.ordering_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM jq_live_jobs k
+                WHERE k.queue_id = j.queue_id AND k.ordering_key = j.ordering_key
+                  AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
+                  AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
+        ORDER BY j.priority DESC, j.available_at, j.id
+        LIMIT $4
+        FOR UPDATE OF j SKIP LOCKED
+    ) AS below_front
+    LIMIT $4
+), claimed AS (
+    UPDATE jq_live_jobs j
+    SET status = 'running',
+        attempt_count = j.attempt_count + 1,
+        lease_token = greatest(j.lease_token + 1, $7),
+        lease_owner = $2,
+        lease_length = queue.lease,
+        claimed_at = $5,
+        run_deadline = $5 + queue.max_runtime,
+        -- least() skips NULL: without a max_runtime the lease is the full length.
+        lease_expires_at = least($5 + queue.lease, $5 + queue.max_runtime)
+    FROM queue
+    WHERE j.ctid = ANY (ARRAY(SELECT ctid FROM picked))
+    RETURNING j.id, j.payload, j.priority, j.attempt_count, j.max_attempts,
+              j.lease_token, j.lease_expires_at, j.available_at,
+              j.available_at <= queue.starving_before AS starved
+)
+-- No ORDER BY: the caller orders the (at most batch_size) returned rows. No fairness check ran, so
+-- the last two columns, claim.sql's bound, are NULL.
+SELECT id, $1::text AS queue_name, payload, priority, attempt_count, max_attempts, lease_token,
+       lease_expires_at, available_at, starved,
+       NULL::timestamptz AS oldest_pending, NULL::bigint AS starvation_limit_us
+FROM claimed
