@@ -460,6 +460,11 @@ def markdown(results):
             w7 = result["reap"]
             lines += ["", f"W7: {w7['reaped']:,} expired leases reaped in {w7['seconds']:.2f} s, "
                           f"{w7['passes']} `jq_reap()` passes (the last finds none)."]
+        if "retention" in result:
+            w10 = result["retention"]
+            lines += ["", f"W10: one `jq_prune()` removed {w10['pruned']:,} of the {w10['jobs']:,} jobs of an expired day "
+                          f"in {w10['seconds']:.3f} s, leaving {w10['dead_tuples']:,} dead tuples and "
+                          f"{w10['deleted_rows']:,} deleted rows in the history."]
         nc = result.get("notify_cost")
         if nc:
             lines += ["", "| W1 (pg_jobqueue) with the queue's NOTIFY | jobs/s |", "|---|---:|",

@@ -127,7 +127,13 @@ fn claim_now(
     };
     // Claiming, and taking a limited queue's row lock, are lease writes: lost in a crash, they cost
     // a job that runs again (see `shared::xact::lease_write`).
-    let fair = seen.is_some_and(|seen| seen.fair);
+    // The fairness bound (README, "Fairness"): the queue's, in shared memory; without preload,
+    // this session's own.
+    let preloaded = crate::guc::preloaded();
+    let fair = match seen {
+        Some(seen) => seen.fair,
+        None => !preloaded && front::session_fair(queue_name, now.into()),
+    };
     let (mut jobs, fairness) = tokens::lease_write(|| {
         db::connect(|db| {
             let claimed = claim_rows(db, &args(batch_size, false), fair)?;
@@ -153,13 +159,17 @@ fn claim_now(
         // If this claim rolls back, its jobs are pending again, maybe below a front moved meanwhile.
         front::lower_at_rollback(queue_name, lowest);
     }
-    if let Some(seen) = seen {
-        // As with the front: only a snapshot taken after the read proves anything.
-        // SAFETY: a plain read of the transaction's isolation level.
-        let read_committed = unsafe { pg_sys::XactIsoLevel } < pg_sys::XACT_REPEATABLE_READ as i32;
-        if let (Some((oldest, limit)), true) = (fairness, read_committed) {
-            front::set_fair(queue_name, &seen, oldest, limit, now.into());
+    // As with the front: only a snapshot taken after the read proves anything.
+    // SAFETY: a plain read of the transaction's isolation level.
+    let read_committed = unsafe { pg_sys::XactIsoLevel } < pg_sys::XACT_REPEATABLE_READ as i32;
+    if let (Some((oldest, limit)), true) = (fairness, read_committed) {
+        match &seen {
+            Some(seen) => front::set_fair(queue_name, seen, oldest, limit, now.into()),
+            None if !preloaded => front::set_session_fair(queue_name, oldest, limit, now.into()),
+            None => {}
         }
+    }
+    if let Some(seen) = seen {
         move_front(queue_name, &seen, &jobs, now)?;
     }
     jobs.sort_unstable_by_key(|(_, order)| *order);

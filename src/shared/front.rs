@@ -32,6 +32,8 @@
 //! Jobs made pending by a prepared transaction (whose commit may come in another session) are
 //! found by the look from the start, like those changed outside the functions.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use pgrx::pg_sys;
@@ -389,6 +391,36 @@ pub fn set_fair(queue_name: &str, seen: &Seen, oldest: Option<i64>, limit: Optio
         if slot.owns(database, queue_name) {
             slot.set_fair(seen, oldest, limit, now);
         }
+    });
+}
+
+thread_local! {
+    /// Without shared memory (no preload), each session keeps its own fairness bound per queue,
+    /// from its own checks. It cannot hear of the jobs other sessions make pending; those have an
+    /// `available_at` of their own time or later, so they cannot starve before the bound, taken
+    /// from the older of the oldest job seen and the check's time. A job enqueued with a `run_at`
+    /// long past, or set by hand, is seen within FAIR_RECHECK.
+    static SESSION_FAIR: RefCell<HashMap<String, pg_sys::TimestampTz>> = RefCell::new(HashMap::new());
+}
+
+/// The most queues a session keeps a bound for; past it, it forgets them all.
+const SESSION_FAIR_QUEUES: usize = 1024;
+
+/// Without shared memory: whether this session's bound says no job of the queue can be starving.
+pub fn session_fair(queue_name: &str, now: pg_sys::TimestampTz) -> bool {
+    SESSION_FAIR.with(|bounds| bounds.borrow().get(queue_name).is_some_and(|until| now < *until))
+}
+
+/// Without shared memory: a claim of this session ran the fairness check (see `set_fair`).
+pub fn set_session_fair(queue_name: &str, oldest: Option<i64>, limit: Option<i64>, now: pg_sys::TimestampTz) {
+    let from = oldest.unwrap_or(i64::MAX).min(now);
+    let until = from.saturating_add(limit.unwrap_or(i64::MAX)).min(now.saturating_add(FAIR_RECHECK));
+    SESSION_FAIR.with(|bounds| {
+        let mut bounds = bounds.borrow_mut();
+        if bounds.len() >= SESSION_FAIR_QUEUES && !bounds.contains_key(queue_name) {
+            bounds.clear();
+        }
+        bounds.insert(queue_name.to_owned(), until);
     });
 }
 

@@ -267,3 +267,34 @@ fn a_low_priority_job_is_not_starved_by_a_flood() {
     assert!(waited >= 1.0, "claimed after {waited} s, before its starvation limit, while higher priorities waited");
     println!("low-priority job claimed after {waited:.2} s (starvation limit 1 s), ahead of {overtaken} waiting high-priority jobs");
 }
+
+/// Without preload each session keeps its own fairness bound (README, "Fairness") and cannot hear
+/// of other sessions' enqueues: a job another session enqueues already starving (a `run_at` long
+/// past) is still claimed first, within the bound's second.
+#[test]
+fn without_preload_a_job_enqueued_already_starving_is_claimed_first_within_a_second() {
+    let cluster = Cluster::start();
+    let (mut worker, mut producer) = (cluster.connect(), cluster.connect());
+    worker
+        .batch_execute(
+            "INSERT INTO jq_queues (queue_name, starvation_limit) VALUES ('late', '1 minute');
+             SELECT count(*) FROM jq_enqueue_batch('late', array_fill('{}'::jsonb, ARRAY[500]), priority => 5)",
+        )
+        .unwrap();
+    let next = |worker: &mut Client| -> i64 {
+        let row = worker.query_one("SELECT id, lease_token FROM jq_claim('late', 'w')", &[]).unwrap();
+        let (id, token): (i64, i64) = (row.get(0), row.get(1));
+        worker.execute("SELECT jq_complete($1, 'w', $2)", &[&id, &token]).unwrap();
+        id
+    };
+    for _ in 0..5 {
+        next(&mut worker);
+    }
+    let starving: i64 = producer
+        .query_one("SELECT jq_enqueue('late', '{}', priority => 1, run_at => now() - interval '10 minutes')", &[])
+        .unwrap()
+        .get(0);
+    let started = std::time::Instant::now();
+    wait_until("the starving job is claimed first", || next(&mut worker) == starving);
+    println!("claimed first {:.3} s after its enqueue", started.elapsed().as_secs_f64());
+}
