@@ -210,7 +210,7 @@ CREATE TABLE jq_live_jobs (
 -- it from the claim front and stops after batch_size rows: it never sorts. It also answers the
 -- fairness check (is a job of some priority older than the starvation limit?) with one probe per
 -- priority present, each the oldest entry of its priority, and the waiting claim's "is anything due,
--- and when next?" the same way (claim.sql, claim_any_due.sql, claim_next_due.sql, claim_front.sql).
+-- and when next?" the same way (claim.sql, parts/pending_levels.sql, claim_front.sql).
 -- An index in arrival order would answer those with one probe, and cost every enqueue an insertion.
 CREATE INDEX jq_live_jobs_claim ON jq_live_jobs (queue_id, priority DESC, available_at, id)
     WHERE status = 'pending';

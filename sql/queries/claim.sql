@@ -8,6 +8,12 @@
 -- One statement: pick up to $4 claimable rows, skipping rows another claimer has locked, and turn
 -- exactly those into running rows with a fresh lease and the next fencing token.
 --
+-- Two statements are made from this file (src/api/claim.rs, `statement`): this one, and a lean one
+-- for claims while the queue's fairness bound says no job can be starving (src/shared/front.rs;
+-- README, "Fairness"). The lean statement leaves out the lines from each "fairness: begin" to its
+-- "fairness: end", and has each line marked "lean:" instead. The fairness check is half of this
+-- plan, which every execution starts and ends again. The plan tests check both statements.
+--
 -- Plan notes, checked by the plan tests: src/api/claim.rs runs this with a generic plan, prepared once per
 -- session. The UPDATE finds the locked rows by `ctid = ANY(...)`, a TID scan whatever the statistics
 -- said when the plan was made (`id = ANY(...)` became a sequential scan in a generic plan made while
@@ -21,15 +27,18 @@ WITH RECURSIVE queue AS (
            coalesce($3, q.default_lease, interval '60 seconds') AS lease,
            q.max_runtime,
            NOT coalesce(q.paused, false) AND (q.concurrency_limit IS NULL OR $6) AS open,
+-- fairness: begin
+           (extract(epoch FROM CASE WHEN q.queue_name IS NULL THEN interval '5 minutes'
+                                    ELSE q.starvation_limit END) * 1000000::numeric)::bigint AS starvation_limit_us,
+-- fairness: end
            -- Jobs available before this are starving. A queue without a row has the default limit;
            -- a NULL limit means none, and '-infinity' then matches no job.
            coalesce($5 - CASE WHEN q.queue_name IS NULL THEN interval '5 minutes'
                               ELSE q.starvation_limit END,
-                    '-infinity') AS starving_before,
-           (extract(epoch FROM CASE WHEN q.queue_name IS NULL THEN interval '5 minutes'
-                                    ELSE q.starvation_limit END) * 1000000::numeric)::bigint AS starvation_limit_us
+                    '-infinity') AS starving_before
     FROM (VALUES (1)) AS one
     LEFT JOIN jq_queues q ON q.queue_name = $1
+-- fairness: begin
 ), oldest AS (
     -- For the fairness check: each priority that has pending jobs, from the claim front's down,
     -- with its oldest pending job, found by one probe of the claim index each (a skip scan: the
@@ -100,7 +109,9 @@ WITH RECURSIVE queue AS (
       AND (SELECT open FROM queue)
     ORDER BY c.available_at, c.id
     LIMIT $4
+-- fairness: end
 ), picked AS (
+-- fairness: begin
     -- The starving jobs, then claim order among the rest. UNION ALL runs its branches in order and
     -- LIMIT stops it, so a later branch locks rows only when the ones before did not fill the
     -- batch. The branches may overlap (a starving job is also in claim order); a later one returns
@@ -125,6 +136,7 @@ WITH RECURSIVE queue AS (
         FOR UPDATE OF j SKIP LOCKED
     ) AS starving
     UNION ALL
+-- fairness: end
     -- Claim order from the claim front ($8, $9, $10: priority, available_at, id; see
     -- src/shared/front.rs): first the rest of the front's priority, from the front on, then every
     -- lower priority. Nothing claimable is above the front, so together they are the whole claim
@@ -193,6 +205,9 @@ WITH RECURSIVE queue AS (
 -- pending job (NULL: none) and the starvation limit in microseconds (NULL: none).
 SELECT id, $1::text AS queue_name, payload, priority, attempt_count, max_attempts, lease_token,
        lease_expires_at, available_at, starved,
+-- fairness: begin
        (SELECT pg_catalog.min(o.available_at) FROM oldest o) AS oldest_pending,
        (SELECT starvation_limit_us FROM queue) AS starvation_limit_us
+-- fairness: end
+-- lean:        NULL::timestamptz AS oldest_pending, NULL::bigint AS starvation_limit_us
 FROM claimed

@@ -1,5 +1,6 @@
 //! jq_claim: take claimable jobs under a lease, now or (with a `wait`) as soon as there are some.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use pgrx::datum::{DatumWithOid, Interval, TimestampWithTimeZone};
@@ -14,11 +15,16 @@ use crate::shared::counters;
 use crate::shared::front::{self, Key};
 
 const CLAIM: &str = include_str!("../../sql/queries/claim.sql");
-const CLAIM_LEAN: &str = include_str!("../../sql/queries/claim_lean.sql");
 const ADMIT: &str = include_str!("../../sql/queries/claim_admit.sql");
 const RUNNING: &str = include_str!("../../sql/queries/claim_running.sql");
-const SLOT_FREE: &str = include_str!("../../sql/queries/claim_slot_free.sql");
-const ANY_DUE: &str = include_str!("../../sql/queries/claim_any_due.sql");
+pub(crate) const SLOT_FREE: &str = concat!(
+    include_str!("../../sql/queries/parts/pending_levels.sql"),
+    include_str!("../../sql/queries/claim_slot_free.sql")
+);
+pub(crate) const ANY_DUE: &str = concat!(
+    include_str!("../../sql/queries/parts/pending_levels.sql"),
+    include_str!("../../sql/queries/claim_any_due.sql")
+);
 const FRONT: &str = include_str!("../../sql/queries/claim_front.sql");
 
 /// One claimed job, in the column order of jq_claim's result.
@@ -234,6 +240,37 @@ fn move_front(
     Ok(())
 }
 
+/// The claim statement: `claim.sql`, or (`lean`) the statement made from it without the fairness
+/// check, as that file's header describes.
+pub(crate) fn statement(lean: bool) -> &'static str {
+    static LEAN: LazyLock<String> = LazyLock::new(|| without_fairness(CLAIM));
+    if lean {
+        LEAN.as_str()
+    } else {
+        CLAIM
+    }
+}
+
+/// `sql` without its lines from each `-- fairness: begin` to the next `-- fairness: end`, and with
+/// the text of each `-- lean: ` line instead.
+fn without_fairness(sql: &str) -> String {
+    let mut lean = String::with_capacity(sql.len());
+    let mut skipping = false;
+    for line in sql.lines() {
+        match line.trim() {
+            "-- fairness: begin" => skipping = true,
+            "-- fairness: end" => skipping = false,
+            _ if skipping => {}
+            _ => {
+                lean.push_str(line.strip_prefix("-- lean: ").unwrap_or(line));
+                lean.push('\n');
+            }
+        }
+    }
+    assert!(!skipping, "a fairness section of claim.sql has no end");
+    lean
+}
+
 /// A claimed job's place in claim order.
 fn key_of(job: &ClaimedJob, order: &ClaimOrder) -> Key {
     Key { priority: job.3, available_at: order.2, id: job.0 }
@@ -271,10 +308,10 @@ type FairnessSeen = (Option<i64>, Option<i64>);
 /// check saw (None: it had none, or took nothing).
 type Claimed = (Vec<(ClaimedJob, ClaimOrder)>, Option<FairnessSeen>);
 
-/// Runs the claim statement: `claim_lean.sql` while the queue's fairness bound says no job can be
-/// starving (`fair`), otherwise `claim.sql`, whose fairness check is then returned as well.
+/// Runs the claim statement: the lean one while the queue's fairness bound says no job can be
+/// starving (`fair`), otherwise the whole of `claim.sql`, whose fairness check is then returned as well.
 fn claim_rows(db: &mut Session, args: &[DatumWithOid], fair: bool) -> spi::Result<Claimed> {
-    let rows: Vec<ClaimedRow> = db.rows(if fair { CLAIM_LEAN } else { CLAIM }, args)?;
+    let rows: Vec<ClaimedRow> = db.rows(statement(fair), args)?;
     let seen = rows.first().filter(|_| !fair).map(|row| (row.10.map(pg_sys::TimestampTz::from), row.11));
     let jobs = rows
         .into_iter()
@@ -285,6 +322,32 @@ fn claim_rows(db: &mut Session, args: &[DatumWithOid], fair: bool) -> spi::Resul
         })
         .collect();
     Ok((jobs, seen))
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn the_lean_claim_is_claim_sql_without_its_fairness_sections() {
+        let lean = statement(true);
+        for fairness_only in ["oldest AS", "starving AS", ") AS starving\n", "FROM oldest", "starvation_limit_us FROM"]
+        {
+            assert!(CLAIM.contains(fairness_only) && !lean.contains(fairness_only), "{fairness_only}");
+        }
+        assert!(lean.contains("\n       NULL::timestamptz AS oldest_pending, NULL::bigint AS starvation_limit_us\n"));
+        for both in ["queue AS (", ") AS at_front", ") AS below_front", "claimed AS (", "FROM claimed"] {
+            assert!(lean.contains(both), "{both}");
+        }
+        let markers = ["-- fairness: begin", "-- fairness: end"];
+        assert!(lean.lines().all(|line| !markers.contains(&line.trim()) && !line.starts_with("-- lean: ")));
+    }
+
+    #[test]
+    #[should_panic(expected = "has no end")]
+    fn an_unended_fairness_section_is_refused() {
+        without_fairness("SELECT 1\n-- fairness: begin\n, 2\n");
+    }
 }
 
 #[cfg(any(test, feature = "pg_test"))]

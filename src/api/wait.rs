@@ -16,7 +16,10 @@ use crate::db::{self, clock};
 use crate::shared::wake;
 use crate::{error, guc};
 
-const NEXT_DUE: &str = include_str!("../../sql/queries/claim_next_due.sql");
+pub(crate) const NEXT_DUE: &str = concat!(
+    include_str!("../../sql/queries/parts/pending_levels.sql"),
+    include_str!("../../sql/queries/claim_next_due.sql")
+);
 
 /// Refuses a wait outside READ COMMITTED, where every look would see the transaction's first
 /// snapshot and no job enqueued since.

@@ -195,7 +195,7 @@ mod tests {
         for batch in [1, 1000] {
             for front in ["2147483647, '-infinity', -9223372036854775808", "2, now() - interval '1 hour', 5000"] {
                 let lean = generic_plan(
-                    include_str!("../../sql/queries/claim_lean.sql"),
+                    crate::api::claim::statement(true),
                     "text, text, interval, int, timestamptz, boolean, bigint, int, timestamptz, bigint",
                     &format!("'q1', 'w', NULL, {batch}, now(), false, 0, {front}"),
                 );
@@ -204,7 +204,7 @@ mod tests {
                 assert_has_node(&lean, "Tid Scan");
                 assert_front_bounds_the_index_walk(&lean);
                 let claim = generic_plan(
-                    include_str!("../../sql/queries/claim.sql"),
+                    crate::api::claim::statement(false),
                     "text, text, interval, int, timestamptz, boolean, bigint, int, timestamptz, bigint",
                     &format!("'q1', 'w', NULL, {batch}, now(), false, 0, {front}"),
                 );
@@ -226,16 +226,13 @@ mod tests {
         let running = generic_plan(include_str!("../../sql/queries/claim_running.sql"), "text", "'q3'");
         assert_no_seq_scan(&running);
         // What a waiting claim runs between its looks.
-        let next_due =
-            generic_plan(include_str!("../../sql/queries/claim_next_due.sql"), "text, timestamptz", "'q1', now()");
+        let next_due = generic_plan(crate::api::wait::NEXT_DUE, "text, timestamptz", "'q1', now()");
         assert_no_seq_scan(&next_due);
         assert_reads_index(&next_due, "jq_live_jobs_claim");
-        let any_due =
-            generic_plan(include_str!("../../sql/queries/claim_any_due.sql"), "text, timestamptz", "'q1', now()");
+        let any_due = generic_plan(crate::api::claim::ANY_DUE, "text, timestamptz", "'q1', now()");
         assert_no_seq_scan(&any_due);
         assert_reads_index(&any_due, "jq_live_jobs_claim");
-        let slot_free =
-            generic_plan(include_str!("../../sql/queries/claim_slot_free.sql"), "text, timestamptz", "'q3', now()");
+        let slot_free = generic_plan(crate::api::claim::SLOT_FREE, "text, timestamptz", "'q3', now()");
         assert_no_seq_scan(&slot_free);
         assert_reads_index(&slot_free, "jq_live_jobs_claim");
         let holder = generic_plan(include_str!("../../sql/queries/enqueue_existing.sql"), "text, text", "'q1', 'k'");
