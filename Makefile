@@ -13,7 +13,7 @@ SUDO := sudo
 endif
 EXTENSION_DIR = $(shell $(PG_CONFIG) --sharedir)/extension
 
-.PHONY: all setup build install install-release lint test test-unit test-regress test-isolation test-integration demo soak bench bench-quick bench-claim bench-reap bench-schema clean
+.PHONY: all setup build install install-release lint test test-unit test-regress test-isolation test-integration demo soak bench bench-quick bench-claim bench-profile bench-reap bench-schema clean
 
 all: build
 
@@ -78,6 +78,10 @@ bench-claim: install
 # What jq_jobs' CHECK constraints and arrival-order index cost; see bench/schema_cost.sh.
 bench-schema: install-release
 	@bench/schema_cost.sh
+
+# Where the server's CPU goes per W3 job, against the SKIP LOCKED queue; see bench/profile.sh.
+bench-profile: install-release
+	@bench/profile.sh
 
 # How soon the background reaper reaps an expired lease; see bench/reap_latency.sh.
 bench-reap: install
