@@ -3,7 +3,8 @@
 # against the classic SKIP LOCKED queue, on one scratch server: release build, preloaded, 8 clients,
 # `bench/systems/*/w3_claim_complete.sql`. Each system runs under `perf record -a` with DWARF call
 # graphs; the table gives CPU microseconds per job, in total and in the parts of PostgreSQL where
-# the two differ (a part's time includes what it calls, so the parts overlap).
+# the two differ (a part's time includes what it calls, so the parts overlap), then the WAL each
+# wrote per job by record type (pg_waldump --stats).
 #   bench/profile.sh [seconds per system] [synchronous_commit]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,8 @@ SYNC=${2:-on}
 FREQ=299
 DIR=${TMPDIR:-/tmp}/pg_jobqueue-bench-profile
 PORT=${BENCH_PORT:-55497}
+BIN=/usr/lib/postgresql/15/bin
+as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 export PGHOST=127.0.0.1 PGPORT=$PORT PGUSER=postgres PGDATABASE=postgres
 work=$(mktemp -d)
 trap 'scripts/pg.sh stop "$DIR"; rm -rf "$work"' EXIT
@@ -54,10 +57,17 @@ PARTS=(
 declare -A micros jobs
 for system in baseline jobqueue; do
   PGDATABASE=$system psql -X -q -c "VACUUM ANALYZE" -c "CHECKPOINT"
+  from=$(psql -X -A -t -c "SELECT pg_current_wal_insert_lsn()")
   perf record -a --call-graph dwarf,16384 -F $FREQ -o "$work/$system.data" -- \
     pgbench -n -M prepared -c 8 -j 2 -T "$SECONDS_PER_RUN" -f "bench/systems/$system/w3_claim_complete.sql" "$system" \
     > "$work/$system.pgbench" 2>/dev/null
   jobs[$system]=$(awk '/actually processed/ { split($0, a, ": "); print a[2] + 0 }' "$work/$system.pgbench")
+  to=$(psql -X -A -t -c "SELECT pg_current_wal_insert_lsn()")
+  # Writes out the run's last WAL for pg_waldump. Not a checkpoint: that may recycle the run's segments.
+  psql -X -q -A -t -c "SELECT pg_switch_wal()" >/dev/null
+  # The whole server's WAL over the run, by record type: bytes per job with full-page images.
+  as_pg "$BIN/pg_waldump" -p "$DIR/pg_wal" -s "$from" -e "$to" --stats=record 2>/dev/null |
+    awk -v j="${jobs[$system]}" '{ gsub(/\([ 0-9.]*\)/, "") } $1 ~ /\// && $2 > 0 { printf "%s %.0f\n", $1, $5 / j }' > "$work/$system.wal"
   total=$(perf report -i "$work/$system.data" -n --sort comm -q -g none 2>/dev/null | awk 'NF >= 2 { s += $(NF - 1) } END { print s }')
   perf report -i "$work/$system.data" --children --comm postgres --sort sym -q -g none 2>/dev/null \
     > "$work/$system.children"
@@ -87,3 +97,14 @@ for key in "${labels[@]}"; do
   b=${micros[baseline,$key]}; j=${micros[jobqueue,$key]}
   printf '  %-26s %10s %10s %10s\n' "$shown" "$b" "$j" "$(awk -v a="$b" -v b="$j" 'BEGIN { printf "%+.1f", b - a }')"
 done
+
+echo
+echo "WAL bytes per W3 job by record type (with full-page images), where either system writes 10 or more:"
+printf '  %-26s %10s %10s %10s\n' record baseline jobqueue difference
+sort -u <(cut -d' ' -f1 "$work/baseline.wal") <(cut -d' ' -f1 "$work/jobqueue.wal") | while read -r record; do
+  b=$(awk -v r="$record" '$1 == r { print $2 }' "$work/baseline.wal"); j=$(awk -v r="$record" '$1 == r { print $2 }' "$work/jobqueue.wal")
+  [ "${b:-0}" -ge 10 ] || [ "${j:-0}" -ge 10 ] || continue
+  printf '  %-26s %10s %10s %+10d\n' "$record" "${b:-0}" "${j:-0}" $(( ${j:-0} - ${b:-0} ))
+done
+printf '  %-26s %10s %10s\n' all "$(awk '{ s += $2 } END { print s }' "$work/baseline.wal")" \
+  "$(awk '{ s += $2 } END { print s }' "$work/jobqueue.wal")"
