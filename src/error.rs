@@ -26,6 +26,16 @@ pub fn permission_denied(queue_name: &str, privilege: &str) -> ! {
     );
 }
 
+/// 23505 for a re-drive of a job whose dedup key another live job of its queue holds now.
+pub fn dedup_key_held(job_id: i64, key: &str, holder: i64, queue_name: &str) -> ! {
+    ereport!(
+        ERROR,
+        PgSqlErrorCode::ERRCODE_UNIQUE_VIOLATION,
+        format!("job {job_id} cannot be re-driven: live job {holder} of queue \"{queue_name}\" holds its dedup_key \"{key}\""),
+        format!("Re-drive it once job {holder} has finished, or cancel job {holder} first.")
+    );
+}
+
 /// 0A000 for a waiting claim outside READ COMMITTED: in REPEATABLE READ or SERIALIZABLE every look
 /// would use the transaction's first snapshot, which never shows a job enqueued later, so the wait
 /// could only time out.

@@ -237,6 +237,11 @@ mod tests {
         assert_reads_index(&slot_free, "jq_live_jobs_claim");
         let holder = generic_plan(include_str!("../../sql/queries/enqueue_existing.sql"), "text, text", "'q1', 'k'");
         assert_no_seq_scan(&holder);
+        // A re-drive first looks for a live job holding the job's dedup key.
+        let key_holder = generic_plan(crate::api::redrive::KEY_HOLDER, "bigint", "1");
+        assert_no_seq_scan(&key_holder);
+        assert_reads_index(&key_holder, "jq_live_jobs_pkey");
+        assert_reads_index(&key_holder, "jq_live_jobs_dedup");
         // Refused calls look up their job's queue, to count the refusal.
         let job_queue = generic_plan(include_str!("../../sql/queries/job_queue.sql"), "bigint[]", "ARRAY[1]");
         assert_no_seq_scan(&job_queue);

@@ -252,6 +252,17 @@ SELECT count(*) AS events FROM jq_job_events;
 SELECT queue_name, max_attempts, paused FROM jq_queues ORDER BY queue_name;
 SELECT role, queue, privilege FROM jq_grants ORDER BY role::text, queue, privilege;
 
+-- A re-drive that a live job's dedup key would refuse is refused for want of the right first: a
+-- manager of 'emails' learns nothing of 'payroll''s keys (42501, not 23505 naming the key).
+SELECT jq_enqueue('payroll', '{}', dedup_key => 'salary-run') AS keyed \gset
+SELECT lease_token AS keyed_token FROM jq_claim('payroll', 'w', interval '10 min') \gset
+SELECT jq_fail(:keyed, 'w', :keyed_token, 'E', retryable => false);
+SELECT jq_enqueue('payroll', '{}', dedup_key => 'salary-run') <> :keyed AS another_holds_the_key;
+SET ROLE regress_jq_ops;
+SELECT jq_retry(:keyed);
+\echo :SQLSTATE
+RESET ROLE;
+
 -- The roles go again; jq_revoke takes back the EXECUTE rights jq_grant gave.
 SELECT jq_revoke('regress_jq_producer', 'emails', 'enqueue'), jq_revoke('regress_jq_worker', 'emails', 'consume'),
        jq_revoke('regress_jq_ops', 'emails', 'manage');
