@@ -12,7 +12,7 @@ use crate::shared::wake;
 
 const INSERT: &str = include_str!("../../sql/queries/enqueue.sql");
 const INSERT_UNLESS_KEY_HELD: &str = include_str!("../../sql/queries/enqueue_dedup.sql");
-const LIVE_HOLDER_OF_KEY: &str = include_str!("../../sql/queries/enqueue_existing.sql");
+pub(crate) const LIVE_HOLDER_OF_KEY: &str = include_str!("../../sql/queries/enqueue_existing.sql");
 const INSERT_BATCH: &str = include_str!("../../sql/queries/enqueue_batch.sql");
 const REGISTER: &str = include_str!("../../sql/queries/queue_register.sql");
 

@@ -14,7 +14,7 @@ use crate::shared::counters::{self, Counter};
 use crate::shared::front;
 
 const RETRY: &str = include_str!("../../sql/queries/retry.sql");
-pub(crate) const KEY_HOLDER: &str = include_str!("../../sql/queries/retry_key_holder.sql");
+pub(crate) const DEDUP_KEY: &str = include_str!("../../sql/queries/retry_dedup_key.sql");
 const CANCEL: &str = include_str!("../../sql/queries/cancel.sql");
 const RETRY_DEAD: &str = include_str!("../../sql/queries/retry_dead.sql");
 const PURGE_DEAD: &str = include_str!("../../sql/queries/purge_dead.sql");
@@ -29,11 +29,12 @@ fn jq_retry(job_id: Option<i64>) -> spi::Result<bool> {
         db::connect(|db| {
             // A dedup key another live job holds: refused with that job named, and only to a caller
             // with the right to see the queue.
-            if let Some((queue_name, key, Some(holder))) =
-                db.rows::<(String, String, Option<i64>)>(KEY_HOLDER, &[job_id.into()])?.pop()
-            {
-                rights::require(&queue_name, Privilege::Manage);
-                error::dedup_key_held(job_id, &key, holder, &queue_name);
+            if let Some((queue_name, key)) = db.rows::<(String, String)>(DEDUP_KEY, &[job_id.into()])?.pop() {
+                let args = [queue_name.as_str().into(), key.as_str().into()];
+                if let Some(holder) = db.first::<i64>(super::enqueue::LIVE_HOLDER_OF_KEY, &args)? {
+                    rights::require(&queue_name, Privilege::Manage);
+                    error::dedup_key_held(job_id, &key, holder, &queue_name);
+                }
             }
             let Some((_, queue_name)) = db.rows::<(i64, String)>(RETRY, &[job_id.into(), now.into()])?.pop() else {
                 return refused(db, job_id);
