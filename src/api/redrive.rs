@@ -27,13 +27,15 @@ fn jq_retry(job_id: Option<i64>) -> spi::Result<bool> {
     let now = clock::now();
     rights::as_owner(|| {
         db::connect(|db| {
-            // A dedup key another live job holds: refused with that job named, and only to a caller
-            // with the right to see the queue.
-            if let Some((queue_name, key)) = db.rows::<(String, String)>(DEDUP_KEY, &[job_id.into()])?.pop() {
-                let args = [queue_name.as_str().into(), key.as_str().into()];
-                if let Some(holder) = db.first::<i64>(super::enqueue::LIVE_HOLDER_OF_KEY, &args)? {
-                    rights::require(&queue_name, Privilege::Manage);
-                    error::dedup_key_held(job_id, &key, holder, &queue_name);
+            // The right first, so that a caller without it learns nothing of the job (not even that
+            // its dedup key is taken); then a key another live job holds, refused with that job named.
+            if let Some((queue_name, key)) = db.rows::<(String, Option<String>)>(DEDUP_KEY, &[job_id.into()])?.pop() {
+                rights::require(&queue_name, Privilege::Manage);
+                if let Some(key) = key {
+                    let args = [queue_name.as_str().into(), key.as_str().into()];
+                    if let Some(holder) = db.first::<i64>(super::enqueue::LIVE_HOLDER_OF_KEY, &args)? {
+                        error::dedup_key_held(job_id, &key, holder, &queue_name);
+                    }
                 }
             }
             let Some((_, queue_name)) = db.rows::<(i64, String)>(RETRY, &[job_id.into(), now.into()])?.pop() else {
