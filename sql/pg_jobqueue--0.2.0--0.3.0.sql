@@ -33,6 +33,38 @@ CREATE TABLE jq_token_epochs (
 );
 SELECT pg_catalog.pg_extension_config_dump('jq_token_epochs', '');
 
+-- Enqueue takes a concurrency key (README, "Flow control"): the functions of 0.2.0 give way to
+-- ones with the new trailing argument, so that no call has two candidates.
+DROP FUNCTION jq_enqueue(text, jsonb, int, timestamptz, int, text, text);
+DROP FUNCTION jq_enqueue_batch(text, jsonb[], int, timestamptz, int);
+CREATE  FUNCTION "jq_enqueue"(
+	"queue_name" TEXT, /* Option < & str > */
+	"payload" jsonb, /* Option < Payload > */
+	"priority" INT DEFAULT 0, /* Option < i32 > */
+	"run_at" timestamp with time zone DEFAULT NULL, /* Option < TimestampWithTimeZone > */
+	"max_attempts" INT DEFAULT NULL, /* Option < i32 > */
+	"dedup_key" TEXT DEFAULT NULL, /* Option < & str > */
+	"ordering_key" TEXT DEFAULT NULL, /* Option < & str > */
+	"concurrency_key" TEXT DEFAULT NULL /* Option < & str > */
+) RETURNS bigint /* spi :: Result < i64 > */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, @extschema@, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'jq_enqueue_wrapper';
+
+CREATE  FUNCTION "jq_enqueue_batch"(
+	"queue_name" TEXT, /* Option < & str > */
+	"payloads" jsonb[], /* :: std :: option :: Option < Vec < Option < Payload > > > */
+	"priority" INT DEFAULT 0, /* Option < i32 > */
+	"run_at" timestamp with time zone DEFAULT NULL, /* Option < TimestampWithTimeZone > */
+	"max_attempts" INT DEFAULT NULL, /* Option < i32 > */
+	"concurrency_key" TEXT DEFAULT NULL /* Option < & str > */
+) RETURNS SETOF bigint /* i64 */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, @extschema@, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'jq_enqueue_batch_wrapper';
+
 -- The functions that are new in 0.3.0.
 CREATE  FUNCTION "jq_backoff_delay"(
 	"base" interval, /* Interval */
@@ -122,6 +154,11 @@ ALTER TABLE jq_queues
     ADD CONSTRAINT jq_queues_warn_claimable_age_bounded CHECK (jq_setting_interval_ok(warn_claimable_age)),
     ADD CONSTRAINT jq_queues_warn_dead_age_bounded CHECK (jq_setting_interval_ok(warn_dead_age));
 
+-- Flow control (README, "Flow control"): a limit on each concurrency key's running jobs.
+ALTER TABLE jq_queues
+    ADD COLUMN key_concurrency_limit int
+        CONSTRAINT jq_queues_key_concurrency_limit_positive CHECK (key_concurrency_limit >= 1);
+
 -- `notify` may now be NULL, the new default: NOTIFY while someone listens, which only a preloaded
 -- library can tell, so without preload never (README, "Wake-ups"). Under 0.2.0, on meant just that
 -- where the library is preloaded, and always where it is not: so a preloaded server's queues that
@@ -190,6 +227,7 @@ CREATE TABLE jq_live_jobs (
     last_error_message text,
     dedup_key        text,
     ordering_key     text,
+    concurrency_key  text,          -- claimed key by key in turn (README, "Flow control")
     created_at       timestamptz NOT NULL,
     finished_at      timestamptz,
     -- What the table itself enforces, whatever code path changes a row: the attempt budget
@@ -204,16 +242,28 @@ CREATE TABLE jq_live_jobs (
         AND (status = 'running') = (lease_expires_at IS NOT NULL))
 );
 
--- Five indexes, each for the statements named (README, "Storage"):
+-- Seven indexes, each for the statements named (README, "Storage"):
 
--- The claim index: only pending rows, keyed in the claim's own order after the queue. A claim walks
+-- The claim index: only pending rows without a concurrency key, keyed in the claim's own order after the queue. A claim walks
 -- it from the claim front and stops after batch_size rows: it never sorts. It also answers the
 -- fairness check (is a job of some priority older than the starvation limit?) with one probe per
 -- priority present, each the oldest entry of its priority, and the waiting claim's "is anything due,
 -- and when next?" the same way (claim.sql, parts/pending_levels.sql, claim_front.sql).
 -- An index in arrival order would answer those with one probe, and cost every enqueue an insertion.
 CREATE INDEX jq_live_jobs_claim ON jq_live_jobs (queue_id, priority DESC, available_at, id)
-    WHERE status = 'pending';
+    WHERE status = 'pending' AND concurrency_key IS NULL;
+
+-- The key claim index: the pending rows with a concurrency key, which claims take key by key in
+-- turn (README, "Flow control"), so keyed by key first, then in the claim's own order within the
+-- key. A pending job is in exactly one of the two claim indexes: a key costs its jobs nothing more.
+-- The rotation finds the next key with pending jobs by one probe (claim_keys.sql), and a key's
+-- first jobs by one range (claim_keyed.sql).
+CREATE INDEX jq_live_jobs_key_claim ON jq_live_jobs (queue_id, concurrency_key, priority DESC, available_at, id)
+    WHERE status = 'pending' AND concurrency_key IS NOT NULL;
+
+-- Running rows with a concurrency key: a key's running count under its limit (claim_keyed.sql).
+CREATE INDEX jq_live_jobs_key_running ON jq_live_jobs (queue_id, concurrency_key)
+    WHERE status = 'running' AND concurrency_key IS NOT NULL;
 
 -- Running rows: the reaper's expired leases and the concurrency limit's running count
 -- (reap_expired_ids.sql, claim_running.sql). Deliberately not keyed on lease_expires_at: a
@@ -270,7 +320,8 @@ CREATE TABLE jq_job_history (
     dedup_key          text,
     ordering_key       text,
     created_at         timestamptz NOT NULL,
-    finished_at        timestamptz NOT NULL
+    finished_at        timestamptz NOT NULL,
+    concurrency_key    text
 ) PARTITION BY RANGE (finished_at);
 
 CREATE TABLE jq_job_history_default PARTITION OF jq_job_history DEFAULT;
@@ -291,14 +342,14 @@ CREATE VIEW jq_jobs AS
 SELECT j.id, q.queue_name, j.payload, j.status, j.priority, j.available_at, j.attempt_count,
        j.max_attempts, j.lease_owner, j.lease_token, j.lease_expires_at, j.lease_length, j.claimed_at,
        j.run_deadline, j.last_error_code, j.last_error_message, j.dedup_key, j.ordering_key,
-       j.created_at, j.finished_at
+       j.created_at, j.finished_at, j.concurrency_key
 FROM jq_live_jobs j
 JOIN jq_queue_ids q ON q.queue_id = j.queue_id
 UNION ALL
 SELECT h.id, q.queue_name, h.payload, 'succeeded'::jq_status, h.priority, h.available_at,
        h.attempt_count, h.max_attempts, NULL::text, h.lease_token, NULL::timestamptz, h.lease_length,
        h.claimed_at, h.run_deadline, h.last_error_code, h.last_error_message, h.dedup_key,
-       h.ordering_key, h.created_at, h.finished_at
+       h.ordering_key, h.created_at, h.finished_at, h.concurrency_key
 FROM jq_job_history h
 JOIN jq_queue_ids q ON q.queue_id = h.queue_id;
 

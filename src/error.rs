@@ -48,6 +48,17 @@ pub fn wait_needs_read_committed() -> ! {
     );
 }
 
+/// 0A000 for a claim of keyed jobs under a key limit outside READ COMMITTED: the running count would
+/// be read in the transaction's first snapshot, which may miss claims of the key committed since.
+pub fn key_limit_needs_read_committed(queue_name: &str) -> ! {
+    ereport!(
+        ERROR,
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        format!("jq_claim of jobs with a concurrency key in queue \"{queue_name}\", which has a key_concurrency_limit, needs READ COMMITTED"),
+        "In REPEATABLE READ or SERIALIZABLE the running jobs would be counted in a snapshot older than the key's lock."
+    );
+}
+
 /// 55000 for a call into SQL definitions older than the library (a package upgraded, its
 /// `ALTER EXTENSION ... UPDATE` not run yet): their tables are not the ones this library reads.
 pub fn update_needed() -> ! {

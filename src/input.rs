@@ -206,6 +206,15 @@ pub fn key<'a>(argument: &str, value: Option<&'a str>) -> Option<&'a str> {
     value
 }
 
+/// A concurrency key: NULL (none), or a non-empty text short enough for its index. Never empty:
+/// the key rotation starts after the empty text (claim_keys.sql).
+pub fn concurrency_key(value: Option<&str>) -> Option<&str> {
+    if value == Some("") {
+        invalid_argument("concurrency_key", "must not be empty");
+    }
+    key("concurrency_key", value)
+}
+
 /// A batch enqueue's payloads: present, within `pg_jobqueue.max_batch_size`, none NULL or too large.
 pub fn payloads(value: Option<Vec<Option<Payload>>>) -> Vec<Payload> {
     let payloads = value.unwrap_or_else(|| null_argument("payloads"));

@@ -5,8 +5,10 @@
 --    last one and at least this.
 -- $8, $9, $10 the claim front: priority, available_at and id of the first key a claim looks at.
 --
--- One statement: pick up to $4 claimable rows, skipping rows another claimer has locked, and turn
--- exactly those into running rows with a fresh lease and the next fencing token.
+-- One statement, of three files (src/api/claim.rs joins them): parts/claim_queue.sql, this file's
+-- `picked`, and parts/claim_update.sql. It picks up to $4 claimable rows without a concurrency key
+-- (those with one are taken key by key: claim_keyed.sql), skipping rows another claimer has locked,
+-- and turns exactly those into running rows with a fresh lease and the next fencing token.
 --
 -- Two statements are made from this file (src/api/claim.rs, `statement`): this one, and a lean one
 -- for claims while the queue's fairness bound says no job can be starving (src/shared/front.rs;
@@ -22,22 +24,6 @@
 -- this statement's snapshot sees (a pending job updated in place by another transaction, say by an
 -- operator's UPDATE); the UPDATE then skips that row, the claim returns one job fewer than it locked,
 -- and the lock ends with the transaction. Nothing is changed that is not returned.
-WITH RECURSIVE queue AS (
-    SELECT (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1) AS id,
-           coalesce($3, q.default_lease, interval '60 seconds') AS lease,
-           q.max_runtime,
-           NOT coalesce(q.paused, false) AND (q.concurrency_limit IS NULL OR $6) AS open,
--- fairness: begin
-           (extract(epoch FROM CASE WHEN q.queue_name IS NULL THEN interval '5 minutes'
-                                    ELSE q.starvation_limit END) * 1000000::numeric)::bigint AS starvation_limit_us,
--- fairness: end
-           -- Jobs available before this are starving. A queue without a row has the default limit;
-           -- a NULL limit means none, and '-infinity' then matches no job.
-           coalesce($5 - CASE WHEN q.queue_name IS NULL THEN interval '5 minutes'
-                              ELSE q.starvation_limit END,
-                    '-infinity') AS starving_before
-    FROM (VALUES (1)) AS one
-    LEFT JOIN jq_queues q ON q.queue_name = $1
 -- fairness: begin
 ), oldest AS (
     -- For the fairness check: each priority that has pending jobs, from the claim front's down,
@@ -53,6 +39,7 @@ WITH RECURSIVE queue AS (
             FROM jq_live_jobs j
             WHERE j.queue_id = (SELECT id FROM queue)
               AND j.status OPERATOR(pg_catalog.=) 'pending'
+              AND j.concurrency_key IS NULL
               AND j.priority >= $8 AND j.priority <= $8
               AND (j.available_at, j.id) >= ($9, $10)
             ORDER BY j.priority DESC, j.available_at, j.id
@@ -64,6 +51,7 @@ WITH RECURSIVE queue AS (
             FROM jq_live_jobs j
             WHERE j.queue_id = (SELECT id FROM queue)
               AND j.status OPERATOR(pg_catalog.=) 'pending'
+              AND j.concurrency_key IS NULL
               AND j.priority < $8
             ORDER BY j.priority DESC, j.available_at, j.id
             LIMIT 1
@@ -78,6 +66,7 @@ WITH RECURSIVE queue AS (
         FROM jq_live_jobs j
         WHERE j.queue_id = (SELECT id FROM queue)
           AND j.status OPERATOR(pg_catalog.=) 'pending'
+          AND j.concurrency_key IS NULL
           AND j.priority < o.priority
         ORDER BY j.priority DESC, j.available_at, j.id
         LIMIT 1
@@ -94,6 +83,7 @@ WITH RECURSIVE queue AS (
         FROM jq_live_jobs j
         WHERE j.queue_id = (SELECT id FROM queue)
           AND j.status OPERATOR(pg_catalog.=) 'pending'
+          AND j.concurrency_key IS NULL
           AND j.priority >= o.priority AND j.priority <= o.priority
           AND (j.available_at, j.id) >= (o.from_at, o.from_id)
           AND j.available_at <= (SELECT starving_before FROM queue)
@@ -126,6 +116,7 @@ WITH RECURSIVE queue AS (
         WHERE j.ctid = ANY (ARRAY(SELECT ctid FROM starving))
           AND j.queue_id = (SELECT id FROM queue)
           AND j.status OPERATOR(pg_catalog.=) 'pending'
+          AND j.concurrency_key IS NULL
           AND j.available_at <= (SELECT starving_before FROM queue)
           -- Ordering keys: a keyed job waits while another job of its key runs or an earlier one is pending.
           AND (j.ordering_key IS NULL OR NOT EXISTS (
@@ -148,6 +139,7 @@ WITH RECURSIVE queue AS (
         FROM jq_live_jobs j
         WHERE j.queue_id = (SELECT id FROM queue)
           AND j.status OPERATOR(pg_catalog.=) 'pending'
+          AND j.concurrency_key IS NULL
           -- Not `priority = $8`: the planner would drop a constant from the ORDER BY and might
           -- then sort; a closed range keeps the index order.
           AND j.priority >= $8 AND j.priority <= $8
@@ -170,6 +162,7 @@ WITH RECURSIVE queue AS (
         FROM jq_live_jobs j
         WHERE j.queue_id = (SELECT id FROM queue)
           AND j.status OPERATOR(pg_catalog.=) 'pending'
+          AND j.concurrency_key IS NULL
           AND j.priority < $8
           AND j.available_at <= $5
           AND (SELECT open FROM queue)
@@ -183,31 +176,3 @@ WITH RECURSIVE queue AS (
         FOR UPDATE OF j SKIP LOCKED
     ) AS below_front
     LIMIT $4
-), claimed AS (
-    UPDATE jq_live_jobs j
-    SET status = 'running',
-        attempt_count = j.attempt_count + 1,
-        lease_token = greatest(j.lease_token + 1, $7),
-        lease_owner = $2,
-        lease_length = queue.lease,
-        claimed_at = $5,
-        run_deadline = $5 + queue.max_runtime,
-        -- least() skips NULL: without a max_runtime the lease is the full length.
-        lease_expires_at = least($5 + queue.lease, $5 + queue.max_runtime)
-    FROM queue
-    WHERE j.ctid = ANY (ARRAY(SELECT ctid FROM picked))
-    RETURNING j.id, j.payload, j.priority, j.attempt_count, j.max_attempts,
-              j.lease_token, j.lease_expires_at, j.available_at,
-              j.available_at <= queue.starving_before AS starved
-)
--- No ORDER BY: the caller orders the (at most batch_size) returned rows. The last two columns are
--- what the fairness check saw, for the queue's fairness bound (src/shared/front.rs): the oldest
--- pending job (NULL: none) and the starvation limit in microseconds (NULL: none).
-SELECT id, $1::text AS queue_name, payload, priority, attempt_count, max_attempts, lease_token,
-       lease_expires_at, available_at, starved,
--- fairness: begin
-       (SELECT pg_catalog.min(o.available_at) FROM oldest o) AS oldest_pending,
-       (SELECT starvation_limit_us FROM queue) AS starvation_limit_us
--- fairness: end
--- lean:        NULL::timestamptz AS oldest_pending, NULL::bigint AS starvation_limit_us
-FROM claimed

@@ -16,6 +16,7 @@ SELECT q.concurrency_limit > (SELECT pg_catalog.count(*) FROM jq_live_jobs r
                FROM jq_live_jobs j
                WHERE j.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1)
                  AND j.status OPERATOR(pg_catalog.=) 'pending'
+                 AND j.concurrency_key IS NULL
                  AND j.priority >= l.priority AND j.priority <= l.priority
                  AND j.available_at <= $2
                  AND (j.ordering_key IS NULL OR NOT EXISTS (
@@ -24,6 +25,12 @@ SELECT q.concurrency_limit > (SELECT pg_catalog.count(*) FROM jq_live_jobs r
                          AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
                          AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
                LIMIT 1
-           ) AS due)
+           ) AS due
+           -- Jobs with a concurrency key: whether there is one at all, as in claim_any_due.sql.
+           UNION ALL
+           SELECT 1 FROM jq_live_jobs j
+           WHERE j.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1)
+             AND j.status OPERATOR(pg_catalog.=) 'pending'
+             AND j.concurrency_key IS NOT NULL)
 FROM jq_queues q
 WHERE q.queue_name = $1 AND q.concurrency_limit IS NOT NULL AND NOT q.paused

@@ -21,8 +21,11 @@ WITH done AS (
     INSERT INTO jq_job_history
     SELECT d.id, d.queue_id, d.payload, d.priority, d.available_at, d.attempt_count, d.max_attempts,
            d.lease_token, d.lease_length, d.claimed_at, d.run_deadline, d.last_error_code,
-           d.last_error_message, d.dedup_key, d.ordering_key, d.created_at, $4
+           d.last_error_message, d.dedup_key, d.ordering_key, d.created_at, $4, d.concurrency_key
     FROM done d
 )
--- For the counters: the queue, and the claim time its running time is measured from.
-SELECT (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = d.queue_id), d.claimed_at FROM done d
+-- For the counters: the queue, and the claim time its running time is measured from; and whether
+-- the job had a concurrency key, whose slot it frees (waiting claims are woken).
+SELECT (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = d.queue_id), d.claimed_at,
+       d.concurrency_key IS NOT NULL
+FROM done d

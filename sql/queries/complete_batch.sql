@@ -21,7 +21,9 @@ WITH done AS (
     INSERT INTO jq_job_history
     SELECT d.id, d.queue_id, d.payload, d.priority, d.available_at, d.attempt_count, d.max_attempts,
            d.lease_token, d.lease_length, d.claimed_at, d.run_deadline, d.last_error_code,
-           d.last_error_message, d.dedup_key, d.ordering_key, d.created_at, $4
+           d.last_error_message, d.dedup_key, d.ordering_key, d.created_at, $4, d.concurrency_key
     FROM done d
 )
-SELECT d.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = d.queue_id), d.claimed_at FROM done d
+SELECT d.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = d.queue_id), d.claimed_at,
+       d.concurrency_key IS NOT NULL
+FROM done d

@@ -42,6 +42,10 @@ CREATE TABLE jq_queues (
                   CONSTRAINT jq_queues_warn_expiring_leases_positive CHECK (warn_expiring_leases >= 1),
     warn_dead_age        interval DEFAULT '1 hour'
                   CONSTRAINT jq_queues_warn_dead_age_not_negative CHECK (warn_dead_age >= interval '0'),
+    -- NULL: no limit. Otherwise at most this many jobs of one concurrency key run at once, counting
+    -- jobs whose lease is current (README, "Flow control").
+    key_concurrency_limit int
+                  CONSTRAINT jq_queues_key_concurrency_limit_positive CHECK (key_concurrency_limit >= 1),
     CONSTRAINT jq_queues_backoff_cap_ge_base CHECK (backoff_cap >= backoff_base)
 );
 
@@ -85,6 +89,7 @@ CREATE TABLE jq_live_jobs (
     last_error_message text,
     dedup_key        text,
     ordering_key     text,
+    concurrency_key  text,          -- claimed key by key in turn (README, "Flow control")
     created_at       timestamptz NOT NULL,
     finished_at      timestamptz,
     -- What the table itself enforces, whatever code path changes a row: the attempt budget
@@ -99,16 +104,28 @@ CREATE TABLE jq_live_jobs (
         AND (status = 'running') = (lease_expires_at IS NOT NULL))
 );
 
--- Five indexes, each for the statements named (README, "Storage"):
+-- Seven indexes, each for the statements named (README, "Storage"):
 
--- The claim index: only pending rows, keyed in the claim's own order after the queue. A claim walks
+-- The claim index: only pending rows without a concurrency key, keyed in the claim's own order after the queue. A claim walks
 -- it from the claim front and stops after batch_size rows: it never sorts. It also answers the
 -- fairness check (is a job of some priority older than the starvation limit?) with one probe per
 -- priority present, each the oldest entry of its priority, and the waiting claim's "is anything due,
 -- and when next?" the same way (claim.sql, parts/pending_levels.sql, claim_front.sql).
 -- An index in arrival order would answer those with one probe, and cost every enqueue an insertion.
 CREATE INDEX jq_live_jobs_claim ON jq_live_jobs (queue_id, priority DESC, available_at, id)
-    WHERE status = 'pending';
+    WHERE status = 'pending' AND concurrency_key IS NULL;
+
+-- The key claim index: the pending rows with a concurrency key, which claims take key by key in
+-- turn (README, "Flow control"), so keyed by key first, then in the claim's own order within the
+-- key. A pending job is in exactly one of the two claim indexes: a key costs its jobs nothing more.
+-- The rotation finds the next key with pending jobs by one probe (claim_keys.sql), and a key's
+-- first jobs by one range (claim_keyed.sql).
+CREATE INDEX jq_live_jobs_key_claim ON jq_live_jobs (queue_id, concurrency_key, priority DESC, available_at, id)
+    WHERE status = 'pending' AND concurrency_key IS NOT NULL;
+
+-- Running rows with a concurrency key: a key's running count under its limit (claim_keyed.sql).
+CREATE INDEX jq_live_jobs_key_running ON jq_live_jobs (queue_id, concurrency_key)
+    WHERE status = 'running' AND concurrency_key IS NOT NULL;
 
 -- Running rows: the reaper's expired leases and the concurrency limit's running count
 -- (reap_expired_ids.sql, claim_running.sql). Deliberately not keyed on lease_expires_at: a
@@ -165,7 +182,8 @@ CREATE TABLE jq_job_history (
     dedup_key          text,
     ordering_key       text,
     created_at         timestamptz NOT NULL,
-    finished_at        timestamptz NOT NULL
+    finished_at        timestamptz NOT NULL,
+    concurrency_key    text
 ) PARTITION BY RANGE (finished_at);
 
 CREATE TABLE jq_job_history_default PARTITION OF jq_job_history DEFAULT;
@@ -186,14 +204,14 @@ CREATE VIEW jq_jobs AS
 SELECT j.id, q.queue_name, j.payload, j.status, j.priority, j.available_at, j.attempt_count,
        j.max_attempts, j.lease_owner, j.lease_token, j.lease_expires_at, j.lease_length, j.claimed_at,
        j.run_deadline, j.last_error_code, j.last_error_message, j.dedup_key, j.ordering_key,
-       j.created_at, j.finished_at
+       j.created_at, j.finished_at, j.concurrency_key
 FROM jq_live_jobs j
 JOIN jq_queue_ids q ON q.queue_id = j.queue_id
 UNION ALL
 SELECT h.id, q.queue_name, h.payload, 'succeeded'::jq_status, h.priority, h.available_at,
        h.attempt_count, h.max_attempts, NULL::text, h.lease_token, NULL::timestamptz, h.lease_length,
        h.claimed_at, h.run_deadline, h.last_error_code, h.last_error_message, h.dedup_key,
-       h.ordering_key, h.created_at, h.finished_at
+       h.ordering_key, h.created_at, h.finished_at, h.concurrency_key
 FROM jq_job_history h
 JOIN jq_queue_ids q ON q.queue_id = h.queue_id;
 

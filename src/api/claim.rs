@@ -7,14 +7,23 @@ use pgrx::datum::{DatumWithOid, Interval, TimestampWithTimeZone};
 use pgrx::prelude::*;
 use pgrx::spi;
 
-use super::{reap, tokens, wait};
+use super::{keys, reap, tokens, wait};
 use crate::db::{self, clock, payload::Payload, Session};
 use crate::input;
 use crate::rights::{self, Privilege};
 use crate::shared::counters;
 use crate::shared::front::{self, Key};
 
-const CLAIM: &str = include_str!("../../sql/queries/claim.sql");
+const CLAIM: &str = concat!(
+    include_str!("../../sql/queries/parts/claim_queue.sql"),
+    include_str!("../../sql/queries/claim.sql"),
+    include_str!("../../sql/queries/parts/claim_update.sql")
+);
+const KEYED: &str = concat!(
+    include_str!("../../sql/queries/parts/claim_queue.sql"),
+    include_str!("../../sql/queries/claim_keyed.sql"),
+    include_str!("../../sql/queries/parts/claim_update.sql")
+);
 const ADMIT: &str = include_str!("../../sql/queries/claim_admit.sql");
 const RUNNING: &str = include_str!("../../sql/queries/claim_running.sql");
 pub(crate) const SLOT_FREE: &str = concat!(
@@ -140,10 +149,13 @@ fn claim_now(
         Some(seen) => seen.fair,
         None => !preloaded && front::session_fair(queue_name, now.into()),
     };
-    let (mut jobs, fairness) = tokens::lease_write(|| {
+    let take = |db: &mut Session, batch_size: i32, admitted: bool| {
+        take_in_turn(db, queue_name, batch_size, |n| args(n, admitted), fair)
+    };
+    let (mut jobs, fairness, keyed) = tokens::lease_write(|| {
         db::connect(|db| {
-            let claimed = claim_rows(db, &args(batch_size, false), fair)?;
-            if !claimed.0.is_empty() {
+            let claimed = take(db, batch_size, false)?;
+            if !claimed.0.is_empty() || !claimed.2.is_empty() {
                 return Ok(claimed);
             }
             if waiting && !db.first::<bool>(SLOT_FREE, &[queue_name.into(), now.into()])?.unwrap_or(false) {
@@ -158,7 +170,7 @@ fn claim_now(
             if free <= 0 {
                 return Ok(claimed);
             }
-            claim_rows(db, &args(batch_size.min(free as i32), true), fair)
+            take(db, batch_size.min(free as i32), true)
         })
     })?;
     if let Some(lowest) = jobs.iter().map(|(job, order)| key_of(job, order)).min() {
@@ -178,12 +190,52 @@ fn claim_now(
     if let Some(seen) = seen {
         move_front(queue_name, &seen, &jobs, now)?;
     }
+    // Jobs with a concurrency key follow, in claim order among themselves (README, "Flow control").
     jobs.sort_unstable_by_key(|(_, order)| *order);
+    let mut keyed = keyed;
+    keyed.sort_unstable_by_key(|(_, order)| *order);
+    jobs.extend(keyed);
     let now = pg_sys::TimestampTz::from(now);
     for (_, (_, _, available_at, _)) in &jobs {
         counters::claimed(queue_name, now - available_at);
     }
     Ok(jobs.into_iter().map(|(job, _)| job).collect())
+}
+
+/// Takes up to `batch_size` jobs, those without a concurrency key (`claim_rows`) and those with
+/// one (`keys::claim`), in the turn this session's key rotation is at: the keys first, unless the
+/// jobs without a key have their turn (once a round) or the queue has no key with pending jobs.
+/// Each takes what the one before left of the batch, and the keys go on after the jobs without a
+/// key, so that a claim finds nothing only when neither has a claimable job (in the keys it
+/// visits: at most `keys::MOST_KEYS_PER_CLAIM` per look). `args(n)` are the claim statement's arguments
+/// for a batch of n. Returns the jobs without a key with what their fairness check saw, then the
+/// keyed jobs.
+fn take_in_turn(
+    db: &mut Session,
+    queue_name: &str,
+    batch_size: i32,
+    args: impl Fn(i32) -> [DatumWithOid<'static>; 10],
+    fair: bool,
+) -> spi::Result<Taken> {
+    let keyed_rows = |db: &mut Session, want: i32| -> spi::Result<Vec<(ClaimedJob, ClaimOrder)>> {
+        let rows: Vec<ClaimedRow> =
+            keys::claim(db, statement_keyed(), || args(want), queue_name, want, |row: &ClaimedRow| row.10.as_deref())?;
+        Ok(rows.into_iter().map(claimed_job).collect())
+    };
+    let mut keyed = if keys::keys_first(queue_name) { keyed_rows(db, batch_size)? } else { Vec::new() };
+    let left = batch_size - keyed.len() as i32;
+    if left == 0 {
+        return Ok((Vec::new(), None, keyed));
+    }
+    let (jobs, fairness) = claim_rows(db, &args(left), fair)?;
+    keys::unkeyed_served(queue_name);
+    // What is left goes on with the keys: after the jobs without a key (their turn, or the end
+    // of a round), or from where the keys' turn stopped.
+    let left = left - jobs.len() as i32;
+    if left > 0 && keys::may_look(queue_name) {
+        keyed.extend(keyed_rows(db, left)?);
+    }
+    Ok((jobs, fairness, keyed))
 }
 
 /// Moves the queue's claim front up after a claim that read it as `seen` (README, "Old snapshots";
@@ -240,8 +292,8 @@ fn move_front(
     Ok(())
 }
 
-/// The claim statement: `claim.sql`, or (`lean`) the statement made from it without the fairness
-/// check, as that file's header describes.
+/// The claim statement: `claim.sql` between its parts, or (`lean`) the statement made from it
+/// without the fairness check, as that file's header describes.
 pub(crate) fn statement(lean: bool) -> &'static str {
     static LEAN: LazyLock<String> = LazyLock::new(|| without_fairness(CLAIM));
     if lean {
@@ -249,6 +301,13 @@ pub(crate) fn statement(lean: bool) -> &'static str {
     } else {
         CLAIM
     }
+}
+
+/// The keyed claim statement: `claim_keyed.sql` between the same parts, without their fairness
+/// sections.
+pub(crate) fn statement_keyed() -> &'static str {
+    static KEYED_LEAN: LazyLock<String> = LazyLock::new(|| without_fairness(KEYED));
+    KEYED_LEAN.as_str()
 }
 
 /// `sql` without its lines from each `-- fairness: begin` to the next `-- fairness: end`, and with
@@ -296,6 +355,7 @@ type ClaimedRow = (
     TimestampWithTimeZone,
     TimestampWithTimeZone,
     bool,
+    Option<String>,
     Option<TimestampWithTimeZone>,
     Option<i64>,
 );
@@ -303,6 +363,10 @@ type ClaimedRow = (
 /// What a claim's fairness check saw, for the queue's fairness bound: the oldest pending job
 /// (None: none) and the starvation limit (None: none), in microseconds.
 type FairnessSeen = (Option<i64>, Option<i64>);
+
+/// What one turn of a claim took: the jobs without a key and what their fairness check saw (as
+/// `Claimed`), then the jobs with a key.
+type Taken = (Vec<(ClaimedJob, ClaimOrder)>, Option<FairnessSeen>, Vec<(ClaimedJob, ClaimOrder)>);
 
 /// The jobs a claim statement took, each with its place in claim order, and what its fairness
 /// check saw (None: it had none, or took nothing).
@@ -312,16 +376,16 @@ type Claimed = (Vec<(ClaimedJob, ClaimOrder)>, Option<FairnessSeen>);
 /// starving (`fair`), otherwise the whole of `claim.sql`, whose fairness check is then returned as well.
 fn claim_rows(db: &mut Session, args: &[DatumWithOid], fair: bool) -> spi::Result<Claimed> {
     let rows: Vec<ClaimedRow> = db.rows(statement(fair), args)?;
-    let seen = rows.first().filter(|_| !fair).map(|row| (row.10.map(pg_sys::TimestampTz::from), row.11));
-    let jobs = rows
-        .into_iter()
-        .map(|(id, queue, payload, priority, attempts, max_attempts, token, expires, available_at, starved, ..)| {
-            let rank = if starved { 0 } else { priority };
-            let order = (!starved, std::cmp::Reverse(rank), available_at.into(), id);
-            ((id, queue, payload, priority, attempts, max_attempts, token, expires), order)
-        })
-        .collect();
-    Ok((jobs, seen))
+    let seen = rows.first().filter(|_| !fair).map(|row| (row.11.map(pg_sys::TimestampTz::from), row.12));
+    Ok((rows.into_iter().map(claimed_job).collect(), seen))
+}
+
+/// A claimed row as the job jq_claim returns and its place in claim order.
+fn claimed_job(row: ClaimedRow) -> (ClaimedJob, ClaimOrder) {
+    let (id, queue, payload, priority, attempts, max_attempts, token, expires, available_at, starved, ..) = row;
+    let rank = if starved { 0 } else { priority };
+    let order = (!starved, std::cmp::Reverse(rank), available_at.into(), id);
+    ((id, queue, payload, priority, attempts, max_attempts, token, expires), order)
 }
 
 #[cfg(test)]

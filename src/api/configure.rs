@@ -14,7 +14,7 @@ const ENSURE_ROW: &str = include_str!("../../sql/queries/configure_row.sql");
 const CONFIGURE: &str = include_str!("../../sql/queries/configure.sql");
 
 /// The settings jq_configure takes: the columns of jq_queues but its key.
-const SETTINGS: [&str; 13] = [
+const SETTINGS: [&str; 14] = [
     "default_lease",
     "max_attempts",
     "backoff_base",
@@ -22,6 +22,7 @@ const SETTINGS: [&str; 13] = [
     "max_runtime",
     "paused",
     "concurrency_limit",
+    "key_concurrency_limit",
     "starvation_limit",
     "retention",
     "notify",

@@ -4,6 +4,7 @@ use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 use pgrx::spi;
 
+use super::keys;
 use crate::db::{self, clock, payload::Payload};
 use crate::input;
 use crate::rights::{self, Privilege};
@@ -20,6 +21,7 @@ const REGISTER: &str = include_str!("../../sql/queries/queue_register.sql");
 /// the queue, returns that job's id and inserts nothing.
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
+#[allow(clippy::too_many_arguments)]
 fn jq_enqueue(
     queue_name: Option<&str>,
     payload: Option<Payload>,
@@ -28,6 +30,7 @@ fn jq_enqueue(
     max_attempts: default!(Option<i32>, "NULL"),
     dedup_key: default!(Option<&str>, "NULL"),
     ordering_key: default!(Option<&str>, "NULL"),
+    concurrency_key: default!(Option<&str>, "NULL"),
 ) -> spi::Result<i64> {
     let queue_name = input::queue_name(queue_name);
     let payload = input::payload("payload", payload);
@@ -36,6 +39,7 @@ fn jq_enqueue(
     let max_attempts = input::max_attempts(max_attempts);
     let dedup_key = input::key("dedup_key", dedup_key);
     let ordering_key = input::key("ordering_key", ordering_key);
+    let concurrency_key = input::concurrency_key(concurrency_key);
     rights::require(queue_name, Privilege::Enqueue);
     let now = clock::now();
 
@@ -53,12 +57,17 @@ fn jq_enqueue(
                     dedup_key.into(),
                     ordering_key.into(),
                     now.into(),
+                    concurrency_key.into(),
                 ],
             )?;
             if let Some(id) = inserted {
                 wake::after_enqueue(db, queue_name)?;
-                let available_at = run_at.unwrap_or(now).into();
-                front::lower_at_commit(queue_name, Key { priority, available_at, id }, ordering_key.is_some());
+                after_insert(
+                    queue_name,
+                    Key { priority, available_at: run_at.unwrap_or(now).into(), id },
+                    ordering_key.is_some(),
+                    concurrency_key.is_some(),
+                );
                 return Ok(id);
             }
             // A live job holds the key. It may finish between the two statements; then the key is free
@@ -85,20 +94,29 @@ fn jq_enqueue_batch(
     priority: default!(Option<i32>, 0),
     run_at: default!(Option<TimestampWithTimeZone>, "NULL"),
     max_attempts: default!(Option<i32>, "NULL"),
+    concurrency_key: default!(Option<&str>, "NULL"),
 ) -> spi::Result<SetOfIterator<'static, i64>> {
     let queue_name = input::queue_name(queue_name);
     let payloads = input::payloads(payloads);
     let priority = input::priority(priority);
     let run_at = input::run_at(run_at);
     let max_attempts = input::max_attempts(max_attempts);
+    let concurrency_key = input::concurrency_key(concurrency_key);
     rights::require(queue_name, Privilege::Enqueue);
     let now = clock::now();
 
     let any = !payloads.is_empty();
     let ids = rights::as_owner(|| {
         db::connect(|db| {
-            let args =
-                [queue_name.into(), payloads.into(), priority.into(), run_at.into(), max_attempts.into(), now.into()];
+            let args = [
+                queue_name.into(),
+                payloads.into(),
+                priority.into(),
+                run_at.into(),
+                max_attempts.into(),
+                now.into(),
+                concurrency_key.into(),
+            ];
             let mut ids: Vec<(i64,)> = db.rows(INSERT_BATCH, &args)?;
             if ids.is_empty() && any {
                 // The queue has no number yet (see jq_enqueue).
@@ -107,13 +125,24 @@ fn jq_enqueue_batch(
             }
             if let Some(&(first,)) = ids.iter().min() {
                 wake::after_enqueue(db, queue_name)?;
-                let available_at = run_at.unwrap_or(now).into();
-                front::lower_at_commit(queue_name, Key { priority, available_at, id: first }, false);
+                let first = Key { priority, available_at: run_at.unwrap_or(now).into(), id: first };
+                after_insert(queue_name, first, false, concurrency_key.is_some());
             }
             Ok(ids)
         })
     })?;
     Ok(SetOfIterator::new(ids.into_iter().map(|(id,)| id)))
+}
+
+/// What an enqueue tells the claims of this session and the others: a job without a concurrency
+/// key lowers the claim front (README, "Old snapshots") at commit; one with a key is for the key
+/// rotation, which this session then looks at on its next claim.
+fn after_insert(queue_name: &str, first: Key, ordered: bool, keyed: bool) {
+    if keyed {
+        keys::enqueued_keyed(queue_name);
+    } else {
+        front::lower_at_commit(queue_name, first, ordered);
+    }
 }
 
 /// Gives `queue_name` its number in jq_queue_ids, unless it has one: the first enqueue into a queue.

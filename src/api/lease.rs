@@ -14,6 +14,7 @@ use crate::input;
 use crate::rights::{self, Privilege};
 use crate::shared::counters::{self, Counter};
 use crate::shared::front::{self, Key};
+use crate::shared::wake;
 
 const HEARTBEAT: &str = include_str!("../../sql/queries/heartbeat.sql");
 const COMPLETE: &str = include_str!("../../sql/queries/complete.sql");
@@ -60,20 +61,26 @@ fn jq_complete(job_id: Option<i64>, worker: Option<&str>, lease_token: Option<i6
     rights::as_owner(|| {
         db::connect(|db| {
             let args = [job_id.into(), worker.into(), lease_token.into(), now.into()];
-            let Some((queue_name, claimed_at)) = db.rows::<(String, TimestampWithTimeZone)>(COMPLETE, &args)?.pop()
+            let Some((queue_name, claimed_at, keyed)) =
+                db.rows::<(String, TimestampWithTimeZone, bool)>(COMPLETE, &args)?.pop()
             else {
                 count_refused(db, vec![job_id], Counter::StaleCompletions)?;
                 return Ok(false);
             };
             rights::require(&queue_name, Privilege::Consume);
-            count_completion(&queue_name, claimed_at, now);
+            count_completion(&queue_name, claimed_at, now, keyed);
             Ok(true)
         })
     })
 }
 
-fn count_completion(queue_name: &str, claimed_at: TimestampWithTimeZone, now: TimestampWithTimeZone) {
+/// Counts a completion; one of a job with a concurrency key also frees a slot of its key, which
+/// wakes the queue's waiting claims when the transaction commits (README, "Flow control").
+fn count_completion(queue_name: &str, claimed_at: TimestampWithTimeZone, now: TimestampWithTimeZone, keyed: bool) {
     counters::completed(queue_name, micros(now) - micros(claimed_at));
+    if keyed {
+        wake::at_commit(queue_name);
+    }
 }
 
 fn micros(at: TimestampWithTimeZone) -> i64 {
@@ -108,11 +115,11 @@ fn jq_complete_batch(
     let completed = rights::as_owner(|| {
         db::connect(|db| {
             let mut completed = Vec::new();
-            for (id, queue_name, claimed_at) in
-                db.rows::<(i64, String, TimestampWithTimeZone)>(COMPLETE_BATCH, &args)?
+            for (id, queue_name, claimed_at, keyed) in
+                db.rows::<(i64, String, TimestampWithTimeZone, bool)>(COMPLETE_BATCH, &args)?
             {
                 rights::require(&queue_name, Privilege::Consume);
-                count_completion(&queue_name, claimed_at, now);
+                count_completion(&queue_name, claimed_at, now, keyed);
                 completed.push(id);
             }
             if completed.len() < job_ids.len() {

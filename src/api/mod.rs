@@ -6,6 +6,7 @@ pub mod backoff;
 pub mod claim;
 pub mod configure;
 pub mod enqueue;
+pub mod keys;
 pub mod lease;
 pub mod metrics;
 pub mod reap;

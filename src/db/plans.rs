@@ -126,7 +126,7 @@ mod tests {
                 pgrx::datum::TimestampWithTimeZone::negative_infinity().into(),
                 i64::MIN.into(),
             ];
-            Spi::explain_with_args(include_str!("../../sql/queries/claim.sql"), &args).unwrap().0
+            Spi::explain_with_args(crate::api::claim::statement(false), &args).unwrap().0
         };
         for (batch, admitted) in [(1, false), (100, false), (100, true)] {
             let plan = claim_plan(batch, admitted);
@@ -212,6 +212,25 @@ mod tests {
                 }
             }
         }
+        // The key rotation: the next keys by a skip scan, then one range of each key's pending jobs
+        // and one of its running ones.
+        let keys = generic_plan(crate::api::keys::KEYS, "text, text, int", "'q1', '', 32");
+        assert_no_sort_and_no_seq_scan(&keys);
+        assert_reads_index(&keys, "jq_live_jobs_key_claim");
+        for batch in [1, 1000] {
+            let keyed = generic_plan(
+                crate::api::claim::statement_keyed(),
+                "text, text, interval, int, timestamptz, boolean, bigint, int, timestamptz, bigint, text[], int[]",
+                &format!(
+                    "'q1', 'w', NULL, {batch}, now(), false, 0, 2147483647, '-infinity', -9223372036854775808, \
+                     ARRAY['k1', 'k2'], ARRAY[{batch}, {batch}]"
+                ),
+            );
+            assert_no_sort_and_no_seq_scan(&keyed);
+            assert_reads_index(&keyed, "jq_live_jobs_key_claim");
+            assert_reads_index(&keyed, "jq_live_jobs_key_running");
+            assert_has_node(&keyed, "Tid Scan");
+        }
         let look = generic_plan(
             include_str!("../../sql/queries/claim_front.sql"),
             "text, int, timestamptz, bigint",
@@ -282,8 +301,8 @@ mod tests {
         ] {
             let enqueue = generic_plan(
                 sql,
-                "text, jsonb, int, timestamptz, int, text, text, timestamptz",
-                &format!("'q1', '{{}}', 0, NULL, NULL, {dedup_key}, NULL, now()"),
+                "text, jsonb, int, timestamptz, int, text, text, timestamptz, text",
+                &format!("'q1', '{{}}', 0, NULL, NULL, {dedup_key}, NULL, now(), 'k'"),
             );
             assert_no_seq_scan(&enqueue);
         }
@@ -322,6 +341,14 @@ mod tests {
              FROM generate_series(1, 100000) i JOIN jq_queue_ids n ON n.queue_name = 'q' || (i % 4)");
         run("INSERT INTO jq_live_jobs (queue_id, payload, priority, available_at, max_attempts, created_at)
              SELECT n.queue_id, '{}', i % 5, now() - (i || ' s')::interval, 8, now()
+             FROM generate_series(1, 10000) i JOIN jq_queue_ids n ON n.queue_name = 'q' || (i % 4)");
+        // And 10k with a concurrency key (100 keys), a tenth of them running.
+        run("INSERT INTO jq_live_jobs (queue_id, payload, priority, available_at, max_attempts, created_at,
+                                       concurrency_key, status, lease_owner, lease_expires_at, attempt_count)
+             SELECT n.queue_id, '{}', 0, now() - (i || ' s')::interval, 8, now(), 'k' || (i % 100),
+                    CASE WHEN i % 10 = 0 THEN 'running' ELSE 'pending' END::jq_status,
+                    CASE WHEN i % 10 = 0 THEN 'w' END, CASE WHEN i % 10 = 0 THEN now() + interval '1 h' END,
+                    CASE WHEN i % 10 = 0 THEN 1 ELSE 0 END
              FROM generate_series(1, 10000) i JOIN jq_queue_ids n ON n.queue_name = 'q' || (i % 4)");
     }
 

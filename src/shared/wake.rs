@@ -91,6 +91,13 @@ pub fn after_enqueue(db: &mut Session, queue_name: &str) -> spi::Result<()> {
     if notifies(db, queue_name)? {
         send_notify(queue_name);
     }
+    at_commit(queue_name);
+    Ok(())
+}
+
+/// Wakes the queue's waiting claimers once this transaction commits, and not if it rolls back: it
+/// made a job claimable (an enqueue) or freed a concurrency key's slot (a completion).
+pub fn at_commit(queue_name: &str) {
     if let Some(slot) = slot_of(queue_name) {
         // At commit the new rows are already visible to new snapshots, so a woken claimer finds them.
         xact::at_commit(move || {
@@ -101,7 +108,6 @@ pub fn after_enqueue(db: &mut Session, queue_name: &str) -> spi::Result<()> {
             }
         });
     }
-    Ok(())
 }
 
 /// NOTIFY is transactional: PostgreSQL delivers it at commit, drops it on rollback (of the

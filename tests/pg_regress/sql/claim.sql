@@ -112,4 +112,17 @@ SELECT id FROM jq_claim('q', 'w', wait => interval '5 minutes');
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT count(*) FROM jq_claim('q', 'w', wait => interval '0');
 COMMIT;
+-- 0A000 for a claim of keyed jobs under a key limit outside READ COMMITTED, whose running count
+-- would be read in a snapshot older than the key's lock (README, "Flow control"); without a key
+-- limit the keys are taken in turn there as well.
+SELECT jq_configure('keyed', '{"key_concurrency_limit": 1}') IS NOT NULL AS configured;
+SELECT jq_enqueue('keyed', '{}', concurrency_key => 'a');
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT id FROM jq_claim('keyed', 'w');
+\echo :SQLSTATE
+ROLLBACK;
+SELECT jq_configure('keyed', '{"key_concurrency_limit": null}') IS NOT NULL AS configured;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT id FROM jq_claim('keyed', 'w');
+COMMIT;
 SELECT id, status, lease_owner = 'w' AS by_w FROM jq_jobs ORDER BY id;

@@ -85,6 +85,8 @@ SELECT jq_configure('cfg', '{"nonsense": 1}');
 \echo :SQLSTATE
 SELECT jq_configure('cfg', '[1]');
 \echo :SQLSTATE
+SELECT jq_configure('cfg', '{"key_concurrency_limit": 0}');
+\echo :SQLSTATE
 SELECT jq_configure('cfg', '{"max_attempts": 0}');
 \echo :SQLSTATE
 SELECT jq_configure('cfg', '{"max_attempts": null}');

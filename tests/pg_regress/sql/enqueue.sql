@@ -48,6 +48,13 @@ SELECT jq_enqueue('q', '{}', ordering_key => repeat('k', 257));
 \echo :SQLSTATE
 SELECT jq_enqueue('q', '{}', dedup_key => repeat('é', 257));
 \echo :SQLSTATE
+-- A concurrency key likewise, and never empty (README, "Flow control"), in both enqueues.
+SELECT jq_enqueue('q', '{}', concurrency_key => repeat('k', 257));
+\echo :SQLSTATE
+SELECT jq_enqueue('q', '{}', concurrency_key => '');
+\echo :SQLSTATE
+SELECT jq_enqueue_batch('q', ARRAY['{}']::jsonb[], concurrency_key => '');
+\echo :SQLSTATE
 
 -- An oversized payload (22023), measured against pg_jobqueue.max_payload_bytes.
 SET pg_jobqueue.max_payload_bytes = 100;

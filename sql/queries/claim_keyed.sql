@@ -1,0 +1,51 @@
+-- Parameters $1 to $10 as in claim.sql; $11 the concurrency keys this claim holds the key locks of
+-- (src/api/keys.rs), in the rotation's order; $12 for each, at most how many of its jobs to take.
+--
+-- The middle of the keyed claim statement, of three files like claim.sql's (src/api/claim.rs joins
+-- them, and drops the fairness sections of the other two: starvation is not looked for within a
+-- key). For each key: its free slots, the key limit less its jobs running under a current lease,
+-- counted in this statement's snapshot, which was taken after the caller took the key's lock, so
+-- every claim of the key that committed before is counted and none that has not can run; then
+-- its first claimable jobs in claim order, as many as its slots and its share allow.
+--
+-- Plan notes, checked by the plan tests: one range of the key claim index per key, and one of the
+-- key running index for its count. `LIMIT` refers to the key's own row (a lateral reference), so
+-- each key stops after its share; locked rows are only those returned.
+), keys AS (
+    SELECT k.concurrency_key, k.share, k.turn
+    FROM ROWS FROM (pg_catalog.unnest($11::text[]), pg_catalog.unnest($12::int[]))
+         WITH ORDINALITY AS k(concurrency_key, share, turn)
+), picked AS (
+    SELECT c.ctid
+    FROM keys
+    CROSS JOIN LATERAL (
+        SELECT coalesce((SELECT q.key_concurrency_limit FROM jq_queues q WHERE q.queue_name = $1), 2147483647)
+               OPERATOR(pg_catalog.-) (
+                   SELECT pg_catalog.count(*)::int
+                   FROM jq_live_jobs r
+                   WHERE r.queue_id = (SELECT id FROM queue)
+                     AND r.concurrency_key = keys.concurrency_key
+                     AND r.status OPERATOR(pg_catalog.=) 'running'
+                     AND r.concurrency_key IS NOT NULL
+                     AND r.lease_expires_at > $5) AS free
+    ) AS slots
+    CROSS JOIN LATERAL (
+        SELECT j.ctid
+        FROM jq_live_jobs j
+        WHERE j.queue_id = (SELECT id FROM queue)
+          AND j.concurrency_key = keys.concurrency_key
+          AND j.status OPERATOR(pg_catalog.=) 'pending'
+          AND j.concurrency_key IS NOT NULL
+          AND j.available_at <= $5
+          AND (SELECT open FROM queue)
+          -- Ordering keys: a keyed job waits while another job of its key runs or an earlier one is pending.
+          AND (j.ordering_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM jq_live_jobs k
+                WHERE k.queue_id = j.queue_id AND k.ordering_key = j.ordering_key
+                  AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
+                  AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
+        ORDER BY j.priority DESC, j.available_at, j.id
+        LIMIT greatest(least(keys.share, slots.free), 0)
+        FOR UPDATE OF j SKIP LOCKED
+    ) AS c
+    LIMIT $4

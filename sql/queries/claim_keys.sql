@@ -1,0 +1,35 @@
+-- $1 queue_name, $2 the key to go on after ('': from the first; a key is never empty), $3 how many
+-- The next concurrency keys of the queue that have pending jobs, in key order after $2: where the
+-- key rotation goes next (src/api/keys.rs; README, "Flow control"). One probe of the key claim
+-- index each, a skip scan: the first entry after the key before. A key's jobs may all be scheduled
+-- later, or its running jobs at its limit; the claim (claim_keyed.sql) decides.
+WITH RECURSIVE queue AS (
+    SELECT n.queue_id AS id FROM jq_queue_ids n WHERE n.queue_name = $1
+), keys AS (
+    SELECT f.concurrency_key, 1 AS n
+    FROM (
+        SELECT j.concurrency_key
+        FROM jq_live_jobs j
+        WHERE j.queue_id = (SELECT id FROM queue)
+          AND j.status OPERATOR(pg_catalog.=) 'pending'
+          AND j.concurrency_key IS NOT NULL
+          AND j.concurrency_key > $2
+        ORDER BY j.concurrency_key
+        LIMIT 1
+    ) AS f
+    UNION ALL
+    SELECT x.concurrency_key, k.n + 1
+    FROM keys k
+    CROSS JOIN LATERAL (
+        SELECT j.concurrency_key
+        FROM jq_live_jobs j
+        WHERE j.queue_id = (SELECT id FROM queue)
+          AND j.status OPERATOR(pg_catalog.=) 'pending'
+          AND j.concurrency_key IS NOT NULL
+          AND j.concurrency_key > k.concurrency_key
+        ORDER BY j.concurrency_key
+        LIMIT 1
+    ) AS x
+    WHERE k.n < $3
+)
+SELECT concurrency_key FROM keys

@@ -1,0 +1,374 @@
+//! The key rotation (README, "Flow control"): jobs with a concurrency key are claimed key by key in
+//! turn, a key's running jobs within the queue's `key_concurrency_limit`.
+//!
+//! Each session keeps its own place in each queue's rotation: the keys with pending jobs, in key
+//! order, and after the last of them one turn for the queue's jobs without a key. A claim takes
+//! the next keys, takes each one's key lock without waiting (a key locked by another claimer is
+//! passed over: that claimer serves it), and then claims within the locked keys in one statement
+//! (`claim_keyed.sql`) whose snapshot is taken after the locks, so it counts every claim of those
+//! keys that committed before. The lock of a key that got a job is held until the transaction
+//! ends, which is what makes the limit exact: no two claims of one key overlap, and each counts
+//! the other's jobs. The lock of a key that got none is let go at once.
+//!
+//! The key locks are advisory locks of their own kind (`pg_locks`: locktype `advisory`, objsubid
+//! 27249), in memory: nothing is written for them, and no SQL function can take them.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use pgrx::datum::DatumWithOid;
+use pgrx::prelude::*;
+use pgrx::spi;
+
+use crate::db::Session;
+use crate::error;
+
+pub(crate) const KEYS: &str = include_str!("../../sql/queries/claim_keys.sql");
+const KEY_LIMIT: &str = include_str!("../../sql/queries/claim_key_limit.sql");
+
+/// How many keys one look of the rotation reads ahead.
+const LOOKAHEAD: i32 = 32;
+/// At most this many keys are visited by one claim, so that a claim of a queue whose keys are all
+/// at their limits ends; the next claim goes on where this one stopped.
+const MOST_KEYS_PER_CLAIM: usize = 64;
+/// A session that found no key with pending jobs looks again after this, or after it enqueued a
+/// keyed job itself, whichever is first.
+const NO_KEYS_RECHECK: Duration = Duration::from_secs(1);
+/// `locktag_field4` of the key locks: PostgreSQL's advisory lock functions use 1 and 2.
+const KEY_LOCK_CLASS: u16 = 0x6A71;
+
+/// One session's place in one queue's rotation.
+#[derive(Default)]
+struct Rotation {
+    /// The keys to visit next, in key order, read ahead.
+    upcoming: VecDeque<String>,
+    /// The last key visited or read ahead ("": none yet, the rotation starts at the first key).
+    after: String,
+    /// Whether the last look reached the last key: once `upcoming` is empty, the round is over.
+    at_end: bool,
+    /// The jobs without a key take the next turn.
+    unkeyed_next: bool,
+    /// Set when a look found no key with pending jobs at all: until then, claims skip the rotation.
+    no_keys_until: Option<Instant>,
+}
+
+thread_local! {
+    /// A backend is one thread.
+    static ROTATIONS: RefCell<HashMap<String, Rotation>> = RefCell::new(HashMap::new());
+}
+
+fn with_rotation<R>(queue_name: &str, f: impl FnOnce(&mut Rotation) -> R) -> R {
+    ROTATIONS.with(|all| {
+        let mut all = all.borrow_mut();
+        if !all.contains_key(queue_name) {
+            all.insert(queue_name.to_owned(), Rotation::default());
+        }
+        f(all.get_mut(queue_name).expect("inserted above"))
+    })
+}
+
+/// Whether a claim of the queue looks at its keys before its jobs without a key.
+pub fn keys_first(queue_name: &str) -> bool {
+    with_rotation(queue_name, |r| !r.unkeyed_next && may_have_keys(r))
+}
+
+/// Whether a claim of the queue should look at its keys at all.
+pub fn may_look(queue_name: &str) -> bool {
+    with_rotation(queue_name, |r| may_have_keys(r))
+}
+
+fn may_have_keys(rotation: &Rotation) -> bool {
+    rotation.no_keys_until.is_none_or(|until| Instant::now() >= until)
+}
+
+/// The jobs without a key had their turn.
+pub fn unkeyed_served(queue_name: &str) {
+    with_rotation(queue_name, |r| r.unkeyed_next = false);
+}
+
+/// This session enqueued a job with a concurrency key into the queue: its next claim looks at keys.
+pub fn enqueued_keyed(queue_name: &str) {
+    with_rotation(queue_name, |r| r.no_keys_until = None);
+}
+
+/// Claims up to `want` jobs with a concurrency key, key by key from where this session's rotation
+/// stands: `statement` with `args()` ($1 to $10 of claim.sql) and, as $11 and $12, the keys locked
+/// and each one's share. Returns the claimed rows.
+pub fn claim<T>(
+    db: &mut Session,
+    statement: &'static str,
+    args: impl Fn() -> [DatumWithOid<'static>; 10],
+    queue_name: &str,
+    want: i32,
+    keyed_job: impl Fn(&T) -> Option<&str>,
+) -> spi::Result<Vec<T>>
+where
+    T: crate::db::FromRow,
+{
+    let mut claimed: Vec<T> = Vec::new();
+    let mut visited = 0;
+    while (claimed.len() as i32) < want && visited < MOST_KEYS_PER_CLAIM {
+        let Some(key) = next_key(db, queue_name)? else {
+            break;
+        };
+        visited += 1;
+        let mut locked = Vec::new();
+        if let Some(lock) = KeyLock::try_take(queue_name, &key) {
+            locked.push((key, lock));
+        }
+        // Take more keys while the batch wants more than one job per key locked.
+        while (locked.len() as i32) < want - claimed.len() as i32 && visited < MOST_KEYS_PER_CLAIM {
+            let Some(key) = with_rotation(queue_name, |r| r.upcoming.pop_front()) else {
+                break;
+            };
+            visited += 1;
+            if let Some(lock) = KeyLock::try_take(queue_name, &key) {
+                locked.push((key, lock));
+            }
+        }
+        if locked.is_empty() {
+            continue;
+        }
+        refuse_a_stale_count(db, queue_name)?;
+        let keys: Vec<String> = locked.iter().map(|(key, _)| key.clone()).collect();
+        let shares = shares(want - claimed.len() as i32, keys.len());
+        let mut all = Vec::from(args());
+        all.push(keys.into());
+        all.push(shares.into());
+        let rows: Vec<T> = db.rows(statement, &all)?;
+        for (key, lock) in locked {
+            // A key that got a job keeps its lock until the transaction ends.
+            if rows.iter().any(|row| keyed_job(row) == Some(key.as_str())) {
+                lock.keep();
+            }
+        }
+        claimed.extend(rows);
+    }
+    Ok(claimed)
+}
+
+/// The next key of the rotation, reading ahead when none is left; None at the end of a round,
+/// when the jobs without a key take their turn and the next round starts at the first key.
+fn next_key(db: &mut Session, queue_name: &str) -> spi::Result<Option<String>> {
+    if let Some(key) = with_rotation(queue_name, |r| r.upcoming.pop_front()) {
+        return Ok(Some(key));
+    }
+    let (after, at_end) = with_rotation(queue_name, |r| (r.after.clone(), r.at_end));
+    if !at_end {
+        let keys: Vec<(String,)> = db.rows(KEYS, &[queue_name.into(), after.as_str().into(), LOOKAHEAD.into()])?;
+        let found = keys.len();
+        let key = with_rotation(queue_name, |r| {
+            r.upcoming.extend(keys.into_iter().map(|(key,)| key));
+            r.after = r.upcoming.back().cloned().unwrap_or_default();
+            r.at_end = found < LOOKAHEAD as usize;
+            if found == 0 && after.is_empty() {
+                r.no_keys_until = Some(Instant::now() + NO_KEYS_RECHECK);
+            }
+            r.upcoming.pop_front()
+        });
+        if key.is_some() {
+            return Ok(key);
+        }
+    }
+    with_rotation(queue_name, |r| {
+        r.after.clear();
+        r.at_end = false;
+        r.unkeyed_next = true;
+    });
+    Ok(None)
+}
+
+/// `want` jobs shared out over `keys` keys as evenly as can be, the first keys taking one more.
+fn shares(want: i32, keys: usize) -> Vec<i32> {
+    let keys = keys as i32;
+    (0..keys).map(|i| want / keys + i32::from(i < want % keys)).collect()
+}
+
+/// A key limit counts running jobs in the claim's snapshot, which must be newer than the key
+/// lock. In REPEATABLE READ and SERIALIZABLE it is the transaction's first, which may miss claims
+/// committed since, so a claim there of a queue with a key limit is refused rather than let run
+/// one job too many.
+fn refuse_a_stale_count(db: &mut Session, queue_name: &str) -> spi::Result<()> {
+    // SAFETY: a plain read of the transaction's isolation level.
+    if unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32
+        && db.first::<i32>(KEY_LIMIT, &[queue_name.into()])?.is_some()
+    {
+        error::key_limit_needs_read_committed(queue_name);
+    }
+    Ok(())
+}
+
+/// A key's lock, taken without waiting; let go when dropped, unless kept for the transaction.
+struct KeyLock {
+    tag: pg_sys::LOCKTAG,
+}
+
+impl KeyLock {
+    fn try_take(queue_name: &str, key: &str) -> Option<KeyLock> {
+        let hash = fnv1a(queue_name.as_bytes(), key.as_bytes());
+        let tag = pg_sys::LOCKTAG {
+            // SAFETY: a plain read of this backend's database.
+            locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
+            locktag_field2: (hash >> 32) as u32,
+            locktag_field3: hash as u32,
+            locktag_field4: KEY_LOCK_CLASS,
+            locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
+            locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
+        };
+        // SAFETY: a transaction-scoped lock on a tag of our own; `dontWait` returns at once.
+        let result = unsafe { pg_sys::LockAcquire(&tag, pg_sys::ExclusiveLock as i32, false, true) };
+        (result != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL).then_some(KeyLock { tag })
+    }
+
+    /// Holds the lock until the transaction ends.
+    fn keep(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for KeyLock {
+    fn drop(&mut self) {
+        // An error ends the transaction, and with it the lock.
+        if std::thread::panicking() {
+            return;
+        }
+        // SAFETY: the lock was taken by `try_take` in this transaction and is released once.
+        unsafe {
+            pg_sys::LockRelease(&self.tag, pg_sys::ExclusiveLock as i32, false);
+        }
+    }
+}
+
+/// FNV-1a over the queue name, a zero byte and the key: a hash every backend computes alike,
+/// whatever build it runs. Two keys of one hash share a lock, which only makes one of them wait
+/// its turn.
+fn fnv1a(queue_name: &[u8], key: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in queue_name.iter().chain(&[0]).chain(key) {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn shares_split_a_batch_evenly_over_the_keys() {
+        assert_eq!(shares(1, 1), vec![1]);
+        assert_eq!(shares(10, 3), vec![4, 3, 3]);
+        assert_eq!(shares(3, 3), vec![1, 1, 1]);
+    }
+
+    #[test]
+    fn the_key_hash_separates_queue_and_key() {
+        assert_ne!(fnv1a(b"ab", b"c"), fnv1a(b"a", b"bc"));
+        assert_eq!(fnv1a(b"q", b"k"), fnv1a(b"q", b"k"));
+    }
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    use crate::testing::*;
+
+    /// The ids a query returns, in its order.
+    fn ids(sql: &str) -> Vec<i64> {
+        Spi::connect(|c| c.select(sql, None, &[]).unwrap().map(|r| r.get::<i64>(1).unwrap().unwrap()).collect())
+    }
+
+    fn keyed(queue: &str, key: &str, n: i32) -> Vec<i64> {
+        ids(&format!(
+            "SELECT * FROM jq_enqueue_batch('{queue}', array_fill('{{}}'::jsonb, ARRAY[{n}]), concurrency_key => '{key}')"
+        ))
+    }
+
+    /// The key locks this transaction holds.
+    fn key_locks() -> i64 {
+        one::<i64>(
+            "SELECT count(*) FROM pg_locks
+             WHERE locktype = 'advisory' AND objsubid = 27249 AND pid = pg_backend_pid() AND granted",
+        )
+    }
+
+    #[pg_test]
+    fn a_key_never_runs_more_jobs_than_the_key_limit() {
+        run("SELECT jq_configure('kl', '{\"key_concurrency_limit\": 2}')");
+        let a = keyed("kl", "a", 5);
+        keyed("kl", "b", 1);
+        let claimed = ids("SELECT id FROM jq_claim('kl', 'w', batch_size => 10) ORDER BY id");
+        assert_eq!(claimed.len(), 3, "two of a and the one of b: {claimed:?}");
+        assert_eq!(ids("SELECT id FROM jq_claim('kl', 'w', batch_size => 10)"), Vec::<i64>::new());
+        let token = one::<i64>(&format!("SELECT lease_token FROM jq_jobs WHERE id = {}", a[0]));
+        assert!(complete(a[0], "w", token));
+        assert_eq!(
+            ids("SELECT id FROM jq_claim('kl', 'w', batch_size => 10)"),
+            vec![a[2]],
+            "the freed slot, in id order"
+        );
+        // Raised, the limit lets more run; removed, none is kept back.
+        run("SELECT jq_configure('kl', '{\"key_concurrency_limit\": 3}')");
+        assert_eq!(ids("SELECT id FROM jq_claim('kl', 'w', batch_size => 10)"), vec![a[3]]);
+        run("SELECT jq_configure('kl', '{\"key_concurrency_limit\": null}')");
+        assert_eq!(ids("SELECT id FROM jq_claim('kl', 'w', batch_size => 10)"), vec![a[4]]);
+    }
+
+    /// A key limit counts the jobs whose lease is current: one whose lease expired (reaped or not)
+    /// cannot complete, so its slot is free.
+    #[pg_test]
+    fn an_expired_lease_frees_its_key_slot() {
+        run("SET LOCAL pg_jobqueue.inline_reap_max = 0");
+        run("SELECT jq_configure('kx', '{\"key_concurrency_limit\": 1}')");
+        let jobs = keyed("kx", "a", 2);
+        assert_eq!(ids("SELECT id FROM jq_claim('kx', 'w', interval '1 second')"), vec![jobs[0]]);
+        assert_eq!(ids("SELECT id FROM jq_claim('kx', 'w')"), Vec::<i64>::new());
+        sleep(1.1);
+        assert_eq!(ids("SELECT id FROM jq_claim('kx', 'w')"), vec![jobs[1]]);
+    }
+
+    /// Round robin: a key's backlog does not hold back another key's jobs, and the jobs without a
+    /// key have a turn of their own each round (this session's first claim of the queue starts a
+    /// round at the first key).
+    #[pg_test]
+    fn keys_are_claimed_in_turn_with_the_jobs_without_a_key() {
+        let a = keyed("rr", "a", 10);
+        let b = keyed("rr", "b", 2);
+        let plain = enqueue("rr");
+        let c = keyed("rr", "c", 1);
+        let order: Vec<i64> = (0..8).flat_map(|_| ids("SELECT id FROM jq_claim('rr', 'w')")).collect();
+        assert_eq!(order, vec![a[0], b[0], c[0], plain, a[1], b[1], a[2], a[3]]);
+    }
+
+    /// The lock of a key that got a job is held to the end of the transaction (which makes the limit
+    /// exact); that of a key that got none is let go, so that it holds back no other claimer.
+    #[pg_test]
+    fn only_the_keys_that_got_a_job_stay_locked() {
+        run("SELECT jq_configure('kk', '{\"key_concurrency_limit\": 1}')");
+        keyed("kk", "a", 2);
+        assert_eq!(ids("SELECT id FROM jq_claim('kk', 'w')").len(), 1);
+        assert_eq!(key_locks(), 1);
+        assert_eq!(ids("SELECT id FROM jq_claim('kk', 'w')").len(), 0, "a is at its limit");
+        assert_eq!(key_locks(), 1, "the second claim's lock of a was let go");
+        keyed("kk", "b", 1);
+        run("SELECT jq_configure('kk', '{\"key_concurrency_limit\": null}')");
+        assert_eq!(ids("SELECT id FROM jq_claim('kk', 'w', batch_size => 10)").len(), 2);
+        assert_eq!(key_locks(), 2);
+    }
+
+    #[pg_test]
+    fn a_keyed_job_is_claimed_in_claim_order_within_its_key() {
+        let low = one::<i64>("SELECT jq_enqueue('ko', '{}', priority => 1, concurrency_key => 'a')");
+        let high = one::<i64>("SELECT jq_enqueue('ko', '{}', priority => 9, concurrency_key => 'a')");
+        let later = one::<i64>(
+            "SELECT jq_enqueue('ko', '{}', run_at => clock_timestamp() + interval '1 hour', concurrency_key => 'a')",
+        );
+        assert_eq!(ids("SELECT id FROM jq_claim('ko', 'w', batch_size => 10)"), vec![high, low]);
+        assert_eq!(status(later), "pending");
+        assert_eq!(one::<String>(&format!("SELECT concurrency_key FROM jq_jobs WHERE id = {high}")), "a");
+    }
+}
