@@ -218,7 +218,8 @@ impl KeyLock {
         };
         // SAFETY: a transaction-scoped lock on a tag of our own; `dontWait` returns at once.
         let result = unsafe { pg_sys::LockAcquire(&tag, pg_sys::ExclusiveLock as i32, false, true) };
-        (result != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL).then_some(KeyLock { tag })
+        // Not `then_some`: its KeyLock would be made, and dropped (released), when the lock is not ours.
+        (result != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL).then(|| KeyLock { tag })
     }
 
     /// Holds the lock until the transaction ends.
