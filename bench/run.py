@@ -29,6 +29,9 @@ VARIANTS = {
     "jq_sync_claims": (["pg_jobqueue.async_claims = off"], ["w3", "w4_10"]),
     # W9: W3 on a queue whose history holds HISTORY_ROWS succeeded jobs, kept across runs.
     "jq_history": ([], ["w3"]),
+    # W11: W3 on a queue whose jobs spread over 1,000 concurrency keys, at most one running per key
+    # (bench/systems/jobqueue/keys.sql, fill_keyed.sql).
+    "jq_keys": ([], ["w3"]),
 }
 HISTORY_ROWS = 10_000_000
 CLIENTS = 8
@@ -96,6 +99,8 @@ class System:
         if self.name == "pgmq":
             self.cluster.psql(self.name, file=pgmq_sql)
         self.sql("setup")
+        if self.name == "jq_keys":
+            self.sql("keys")
         if self.name == "jq_history":
             print(f"  jq_history: {HISTORY_ROWS} succeeded jobs into the history", flush=True)
             self.cluster.psql(self.name, "SELECT jq_prune()")
@@ -106,7 +111,7 @@ class System:
         (W9's history stays)."""
         self.sql("reset_live" if self.name == "jq_history" else "reset")
         if fill:
-            self.sql("fill", fill=fill)
+            self.sql("fill_keyed" if self.name == "jq_keys" else "fill", fill=fill)
         self.vacuum()
         self.cluster.psql(self.name, "CHECKPOINT")
 
@@ -379,6 +384,7 @@ GOALS = [
     ("W4 (100) vs baseline", "w4_100", "jobqueue", "baseline", 1.0, 1.0),
     ("W1 vs baseline", "w1", "jobqueue", "baseline", 0.95, 0.95),
     ("W2 vs pgmq", "w2", "jobqueue", "pgmq", 1.0, 1.0),
+    ("W11 1,000 keys vs W3", "w3", "jq_keys", "jobqueue", 0.8, 0.8),
 ]
 
 

@@ -9,7 +9,7 @@
 -- its first claimable jobs in claim order, as many as its slots and its share allow.
 --
 -- Plan notes, checked by the plan tests: one range of the key claim index per key, and one of the
--- key running index for its count. `LIMIT` refers to the key's own row (a lateral reference), so
+-- running index (queue and key) for its count. `LIMIT` refers to the key's own row (a lateral reference), so
 -- each key stops after its share; locked rows are only those returned.
 ), keys AS (
     SELECT k.concurrency_key, k.share, k.turn
@@ -26,7 +26,6 @@
                    WHERE r.queue_id = (SELECT id FROM queue)
                      AND r.concurrency_key = keys.concurrency_key
                      AND r.status OPERATOR(pg_catalog.=) 'running'
-                     AND r.concurrency_key IS NOT NULL
                      AND r.lease_expires_at > $5) AS free
     ) AS slots
     CROSS JOIN LATERAL (

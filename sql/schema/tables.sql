@@ -104,7 +104,7 @@ CREATE TABLE jq_live_jobs (
         AND (status = 'running') = (lease_expires_at IS NOT NULL))
 );
 
--- Seven indexes, each for the statements named (README, "Storage"):
+-- Six indexes, each for the statements named (README, "Storage"):
 
 -- The claim index: only pending rows without a concurrency key, keyed in the claim's own order after the queue. A claim walks
 -- it from the claim front and stops after batch_size rows: it never sorts. It also answers the
@@ -123,15 +123,13 @@ CREATE INDEX jq_live_jobs_claim ON jq_live_jobs (queue_id, priority DESC, availa
 CREATE INDEX jq_live_jobs_key_claim ON jq_live_jobs (queue_id, concurrency_key, priority DESC, available_at, id)
     WHERE status = 'pending' AND concurrency_key IS NOT NULL;
 
--- Running rows with a concurrency key: a key's running count under its limit (claim_keyed.sql).
-CREATE INDEX jq_live_jobs_key_running ON jq_live_jobs (queue_id, concurrency_key)
-    WHERE status = 'running' AND concurrency_key IS NOT NULL;
-
--- Running rows: the reaper's expired leases and the concurrency limit's running count
--- (reap_expired_ids.sql, claim_running.sql). Deliberately not keyed on lease_expires_at: a
--- heartbeat changes only that column, so it stays a HOT update (no index insertions, and the old
--- version is pruned on the page).
-CREATE INDEX jq_live_jobs_running ON jq_live_jobs (queue_id) WHERE status = 'running';
+-- Running rows: the reaper's expired leases, the concurrency limit's running count, and by the
+-- concurrency key a key's running count under its limit (reap_expired_ids.sql, claim_running.sql,
+-- claim_keyed.sql). One index for both, so that a key's count has no index of the whole queue's
+-- running jobs to be planned onto. Deliberately not keyed on lease_expires_at: a heartbeat
+-- changes only that column, so it stays a HOT update (no index insertions, and the old version
+-- is pruned on the page).
+CREATE INDEX jq_live_jobs_running ON jq_live_jobs (queue_id, concurrency_key) WHERE status = 'running';
 
 -- Dead and cancelled jobs: the stats view, re-drive and purge by queue, and the retention of
 -- cancelled jobs (retry_dead.sql, purge_dead.sql, prune_cancelled.sql).
