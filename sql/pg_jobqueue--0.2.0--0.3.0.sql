@@ -152,12 +152,30 @@ ALTER TABLE jq_queues
     ADD CONSTRAINT jq_queues_starvation_limit_bounded CHECK (jq_setting_interval_ok(starvation_limit)),
     ADD CONSTRAINT jq_queues_retention_bounded CHECK (jq_setting_interval_ok(retention)),
     ADD CONSTRAINT jq_queues_warn_claimable_age_bounded CHECK (jq_setting_interval_ok(warn_claimable_age)),
-    ADD CONSTRAINT jq_queues_warn_dead_age_bounded CHECK (jq_setting_interval_ok(warn_dead_age));
+    ADD CONSTRAINT jq_queues_warn_dead_age_bounded CHECK (jq_setting_interval_ok(warn_dead_age)),
+    ADD CONSTRAINT jq_queues_rate_period_bounded CHECK (jq_setting_interval_ok(rate_period)),
+    ADD CONSTRAINT jq_queues_key_rate_period_bounded CHECK (jq_setting_interval_ok(key_rate_period));
 
--- Flow control (README, "Flow control"): a limit on each concurrency key's running jobs.
+-- Flow control (README, "Flow control"): a limit on each concurrency key's running jobs, and
+-- rate limits for the queue and for each key, with what they counted (see sql/schema/tables.sql).
 ALTER TABLE jq_queues
     ADD COLUMN key_concurrency_limit int
-        CONSTRAINT jq_queues_key_concurrency_limit_positive CHECK (key_concurrency_limit >= 1);
+        CONSTRAINT jq_queues_key_concurrency_limit_positive CHECK (key_concurrency_limit >= 1),
+    ADD COLUMN rate_limit int CONSTRAINT jq_queues_rate_limit_positive CHECK (rate_limit >= 1),
+    ADD COLUMN rate_period interval CONSTRAINT jq_queues_rate_period_positive CHECK (rate_period > interval '0'),
+    ADD COLUMN key_rate_limit int CONSTRAINT jq_queues_key_rate_limit_positive CHECK (key_rate_limit >= 1),
+    ADD COLUMN key_rate_period interval
+        CONSTRAINT jq_queues_key_rate_period_positive CHECK (key_rate_period > interval '0'),
+    ADD CONSTRAINT jq_queues_rate_paired CHECK ((rate_limit IS NULL) = (rate_period IS NULL)),
+    ADD CONSTRAINT jq_queues_key_rate_paired CHECK ((key_rate_limit IS NULL) = (key_rate_period IS NULL));
+
+CREATE TABLE jq_rate_counts (
+    queue_id        int NOT NULL,
+    concurrency_key text NOT NULL,   -- '': the queue's own rate; a concurrency key is never empty
+    window_start    timestamptz NOT NULL,
+    claims          int NOT NULL,
+    CONSTRAINT jq_rate_counts_pkey PRIMARY KEY (queue_id, concurrency_key)
+);
 
 -- `notify` may now be NULL, the new default: NOTIFY while someone listens, which only a preloaded
 -- library can tell, so without preload never (README, "Wake-ups"). Under 0.2.0, on meant just that

@@ -48,14 +48,15 @@ pub fn wait_needs_read_committed() -> ! {
     );
 }
 
-/// 0A000 for a claim of keyed jobs under a key limit outside READ COMMITTED: the running count would
-/// be read in the transaction's first snapshot, which may miss claims of the key committed since.
-pub fn key_limit_needs_read_committed(queue_name: &str) -> ! {
+/// 0A000 for a claim under a key limit or a rate limit outside READ COMMITTED: the running jobs or
+/// the claims would be counted in the transaction's first snapshot, which may miss claims
+/// committed since the lock was taken.
+pub fn flow_limit_needs_read_committed(queue_name: &str, settings: &str) -> ! {
     ereport!(
         ERROR,
         PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-        format!("jq_claim of jobs with a concurrency key in queue \"{queue_name}\", which has a key_concurrency_limit, needs READ COMMITTED"),
-        "In REPEATABLE READ or SERIALIZABLE the running jobs would be counted in a snapshot older than the key's lock."
+        format!("jq_claim of queue \"{queue_name}\", which has a {settings}, needs READ COMMITTED"),
+        "In REPEATABLE READ or SERIALIZABLE its limit would be counted in a snapshot older than the claim's lock."
     );
 }
 

@@ -1,3 +1,5 @@
 -- $1 queue_name
--- The queue's key_concurrency_limit; no row when it has none.
-SELECT q.key_concurrency_limit FROM jq_queues q WHERE q.queue_name = $1 AND q.key_concurrency_limit IS NOT NULL
+-- Whether the queue has a key limit or a key rate, which count in the claim's snapshot; no row
+-- when it has neither.
+SELECT true FROM jq_queues q
+WHERE q.queue_name = $1 AND (q.key_concurrency_limit IS NOT NULL OR q.key_rate_limit IS NOT NULL)

@@ -1,12 +1,13 @@
 -- Parameters $1 to $10 as in claim.sql; $11 the concurrency keys this claim holds the key locks of
--- (src/api/keys.rs), in the rotation's order; $12 for each, at most how many of its jobs to take.
+-- (src/api/keys.rs), in the rotation's order; $12 for each, at most how many of its jobs to take;
+-- $13 the key rate limit (NULL: none) and $14 its window now (src/api/rates.rs).
 --
 -- The middle of the keyed claim statement, of three files like claim.sql's (src/api/claim.rs joins
 -- them, and drops the fairness sections of the other two: starvation is not looked for within a
 -- key). For each key: its free slots, the key limit less its jobs running under a current lease,
 -- counted in this statement's snapshot, which was taken after the caller took the key's lock, so
 -- every claim of the key that committed before is counted and none that has not can run; then
--- its first claimable jobs in claim order, as many as its slots and its share allow.
+-- its first claimable jobs in claim order, as many as its slots, its rate and its share allow.
 --
 -- Plan notes, checked by the plan tests: one range of the key claim index per key, and one of the
 -- running index (queue and key) for its count. `LIMIT` refers to the key's own row (a lateral reference), so
@@ -29,6 +30,14 @@
                      AND r.lease_expires_at > $5) AS free
     ) AS slots
     CROSS JOIN LATERAL (
+        -- The key's rate: what is left of it in this window. A count of a newer window (another
+        -- claim read the clock later) holds back as if it were this one's.
+        SELECT coalesce($13::int OPERATOR(pg_catalog.-) coalesce((
+                   SELECT c.claims FROM jq_rate_counts c
+                   WHERE c.queue_id = (SELECT id FROM queue) AND c.concurrency_key = keys.concurrency_key
+                     AND c.window_start >= $14::timestamptz), 0), 2147483647) AS free
+    ) AS rate
+    CROSS JOIN LATERAL (
         SELECT j.ctid
         FROM jq_live_jobs j
         WHERE j.queue_id = (SELECT id FROM queue)
@@ -44,7 +53,7 @@
                   AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
                   AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
         ORDER BY j.priority DESC, j.available_at, j.id
-        LIMIT greatest(least(keys.share, slots.free), 0)
+        LIMIT greatest(least(keys.share, slots.free, rate.free), 0)
         FOR UPDATE OF j SKIP LOCKED
     ) AS c
     LIMIT $4

@@ -46,7 +46,20 @@ CREATE TABLE jq_queues (
     -- jobs whose lease is current (README, "Flow control").
     key_concurrency_limit int
                   CONSTRAINT jq_queues_key_concurrency_limit_positive CHECK (key_concurrency_limit >= 1),
-    CONSTRAINT jq_queues_backoff_cap_ge_base CHECK (backoff_cap >= backoff_base)
+    -- Rate limits (README, "Flow control"): at most rate_limit claims of the queue's jobs in each
+    -- window of rate_period, and at most key_rate_limit of one concurrency key's in each window of
+    -- key_rate_period, windows aligned to the Unix epoch. NULL: no limit. Each is set with its period.
+    rate_limit    int
+                  CONSTRAINT jq_queues_rate_limit_positive CHECK (rate_limit >= 1),
+    rate_period   interval
+                  CONSTRAINT jq_queues_rate_period_positive CHECK (rate_period > interval '0'),
+    key_rate_limit int
+                  CONSTRAINT jq_queues_key_rate_limit_positive CHECK (key_rate_limit >= 1),
+    key_rate_period interval
+                  CONSTRAINT jq_queues_key_rate_period_positive CHECK (key_rate_period > interval '0'),
+    CONSTRAINT jq_queues_backoff_cap_ge_base CHECK (backoff_cap >= backoff_base),
+    CONSTRAINT jq_queues_rate_paired CHECK ((rate_limit IS NULL) = (rate_period IS NULL)),
+    CONSTRAINT jq_queues_key_rate_paired CHECK ((key_rate_limit IS NULL) = (key_rate_period IS NULL))
 );
 
 -- Queues by number. Every key of the job tables starts with the queue, and an integer is narrower
@@ -254,6 +267,18 @@ CREATE TABLE jq_grants (
               CONSTRAINT jq_grants_privilege_known
               CHECK (privilege IN ('enqueue', 'consume', 'manage', 'monitor')),
     PRIMARY KEY (role, queue, privilege)
+);
+
+-- What the rate limits counted (README, "Flow control"): for the queue ('') and for each
+-- concurrency key, the claims of the latest window counted. Written only by claims that hold the
+-- queue's or the key's lock (src/api/rates.rs, src/api/keys.rs), so never waited on; a claim that
+-- counts here commits durably, so a crash loses no counted claim whose job a worker was handed.
+CREATE TABLE jq_rate_counts (
+    queue_id        int NOT NULL,
+    concurrency_key text NOT NULL,   -- '': the queue's own rate; a concurrency key is never empty
+    window_start    timestamptz NOT NULL,
+    claims          int NOT NULL,
+    CONSTRAINT jq_rate_counts_pkey PRIMARY KEY (queue_id, concurrency_key)
 );
 
 -- Fencing tokens that outlive a crash (README, "Durable claims"). A transaction that only claims

@@ -7,7 +7,7 @@ use pgrx::datum::{DatumWithOid, Interval, TimestampWithTimeZone};
 use pgrx::prelude::*;
 use pgrx::spi;
 
-use super::{keys, reap, tokens, wait};
+use super::{keys, rates, reap, tokens, wait};
 use crate::db::{self, clock, payload::Payload, Session};
 use crate::input;
 use crate::rights::{self, Privilege};
@@ -123,6 +123,25 @@ fn claim_now(
         }
         None => tokens::raise()?,
     };
+    // The queue's rate: what it leaves this claim, counted under its lock (see `rates`).
+    let rates = rates::of(queue_name)?;
+    let mut batch_size = batch_size;
+    let mut rate_admitted = None;
+    if let Some(rate) = rates.queue {
+        refuse_a_stale_rate_count(queue_name);
+        match db::connect(|db| rates::admit(db, queue_name, rate, now.into()))? {
+            Ok(admitted) => {
+                batch_size = batch_size.min(admitted.free);
+                rate_admitted = Some(admitted);
+            }
+            Err(opens_at) => {
+                if let Some(at) = opens_at {
+                    wait::retry_at(at);
+                }
+                return Ok(Vec::new());
+            }
+        }
+    }
     // Read before the claim's snapshot is taken (see `move_front`).
     let seen = if crate::guc::CLAIM_FRONT.get() { front::read(queue_name, now.into()) } else { None };
     let mark = seen.map_or(Key::BOTTOM, |seen| seen.mark);
@@ -150,7 +169,7 @@ fn claim_now(
         None => !preloaded && front::session_fair(queue_name, now.into()),
     };
     let take = |db: &mut Session, batch_size: i32, admitted: bool| {
-        take_in_turn(db, queue_name, batch_size, |n| args(n, admitted), fair)
+        take_in_turn(db, queue_name, batch_size, |n| args(n, admitted), fair, rates.key, now.into())
     };
     let (mut jobs, fairness, keyed) = tokens::lease_write(|| {
         db::connect(|db| {
@@ -173,6 +192,10 @@ fn claim_now(
             take(db, batch_size.min(free as i32), true)
         })
     })?;
+    if let Some(admitted) = rate_admitted {
+        // Outside the lease write: the count commits durably, and with it the claim.
+        db::connect(|db| rates::count_admitted(db, queue_name, admitted, jobs.len() + keyed.len()))?;
+    }
     if let Some(lowest) = jobs.iter().map(|(job, order)| key_of(job, order)).min() {
         // If this claim rolls back, its jobs are pending again, maybe below a front moved meanwhile.
         front::lower_at_rollback(queue_name, lowest);
@@ -216,10 +239,14 @@ fn take_in_turn(
     batch_size: i32,
     args: impl Fn(i32) -> [DatumWithOid<'static>; 10],
     fair: bool,
+    key_rate: Option<rates::Rate>,
+    now: pg_sys::TimestampTz,
 ) -> spi::Result<Taken> {
     let keyed_rows = |db: &mut Session, want: i32| -> spi::Result<Vec<(ClaimedJob, ClaimOrder)>> {
         let rows: Vec<ClaimedRow> =
-            keys::claim(db, statement_keyed(), || args(want), queue_name, want, |row: &ClaimedRow| row.10.as_deref())?;
+            keys::claim(db, statement_keyed(), || args(want), queue_name, want, key_rate, now, {
+                |row: &ClaimedRow| row.10.as_deref()
+            })?;
         Ok(rows.into_iter().map(claimed_job).collect())
     };
     let mut keyed = if keys::keys_first(queue_name) { keyed_rows(db, batch_size)? } else { Vec::new() };
@@ -236,6 +263,15 @@ fn take_in_turn(
         keyed.extend(keyed_rows(db, left)?);
     }
     Ok((jobs, fairness, keyed))
+}
+
+/// A queue rate counts claims in the claim's snapshot, which must be newer than the rate lock: not
+/// so in REPEATABLE READ or SERIALIZABLE (see `keys::claim`'s refusal, for the same reason).
+fn refuse_a_stale_rate_count(queue_name: &str) {
+    // SAFETY: a plain read of the transaction's isolation level.
+    if unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32 {
+        crate::error::flow_limit_needs_read_committed(queue_name, "rate_limit");
+    }
 }
 
 /// Moves the queue's claim front up after a claim that read it as `seen` (README, "Old snapshots";

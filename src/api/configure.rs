@@ -14,7 +14,7 @@ const ENSURE_ROW: &str = include_str!("../../sql/queries/configure_row.sql");
 const CONFIGURE: &str = include_str!("../../sql/queries/configure.sql");
 
 /// The settings jq_configure takes: the columns of jq_queues but its key.
-const SETTINGS: [&str; 14] = [
+const SETTINGS: [&str; 18] = [
     "default_lease",
     "max_attempts",
     "backoff_base",
@@ -23,6 +23,10 @@ const SETTINGS: [&str; 14] = [
     "paused",
     "concurrency_limit",
     "key_concurrency_limit",
+    "rate_limit",
+    "rate_period",
+    "key_rate_limit",
+    "key_rate_period",
     "starvation_limit",
     "retention",
     "notify",

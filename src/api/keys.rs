@@ -21,6 +21,7 @@ use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi;
 
+use super::rates::{self, Rate};
 use crate::db::Session;
 use crate::error;
 
@@ -93,19 +94,25 @@ pub fn enqueued_keyed(queue_name: &str) {
 }
 
 /// Claims up to `want` jobs with a concurrency key, key by key from where this session's rotation
-/// stands: `statement` with `args()` ($1 to $10 of claim.sql) and, as $11 and $12, the keys locked
-/// and each one's share. Returns the claimed rows.
+/// stands: `statement` with `args()` ($1 to $10 of claim.sql) and, as $11 to $14, the keys locked,
+/// each one's share, and the key rate (`key_rate`) with its window at `now`. Counts what each key
+/// took against its rate. Returns the claimed rows.
+#[allow(clippy::too_many_arguments)]
 pub fn claim<T>(
     db: &mut Session,
     statement: &'static str,
     args: impl Fn() -> [DatumWithOid<'static>; 10],
     queue_name: &str,
     want: i32,
+    key_rate: Option<Rate>,
+    now: pg_sys::TimestampTz,
     keyed_job: impl Fn(&T) -> Option<&str>,
 ) -> spi::Result<Vec<T>>
 where
     T: crate::db::FromRow,
 {
+    let window = key_rate.map(|rate| rate.window(now));
+    let window_arg = window.and_then(|w| pgrx::datum::TimestampWithTimeZone::try_from(w).ok());
     let mut claimed: Vec<T> = Vec::new();
     let mut visited = 0;
     while (claimed.len() as i32) < want && visited < MOST_KEYS_PER_CLAIM {
@@ -136,14 +143,27 @@ where
         let mut all = Vec::from(args());
         all.push(keys.into());
         all.push(shares.into());
+        all.push(key_rate.map(|rate| rate.limit).into());
+        all.push(window_arg.into());
         let rows: Vec<T> = db.rows(statement, &all)?;
+        let mut counted = (Vec::new(), Vec::new());
         for (key, lock) in locked {
+            let took = rows.iter().filter(|row| keyed_job(row) == Some(key.as_str())).count();
             // A key that got a job keeps its lock until the transaction ends.
-            if rows.iter().any(|row| keyed_job(row) == Some(key.as_str())) {
+            if took > 0 {
                 lock.keep();
+                counted.0.push(key);
+                counted.1.push(took as i32);
             }
         }
+        if let (Some(window), false) = (window, counted.0.is_empty()) {
+            rates::count(db, queue_name, counted.0, counted.1, window)?;
+        }
         claimed.extend(rows);
+    }
+    // A key its rate held back may have jobs again in the next window: a waiting claim looks then.
+    if let (Some(rate), Some(window), true) = (key_rate, window, (claimed.len() as i32) < want) {
+        super::wait::retry_at(window + rate.period_micros);
     }
     Ok(claimed)
 }
@@ -185,27 +205,28 @@ fn shares(want: i32, keys: usize) -> Vec<i32> {
     (0..keys).map(|i| want / keys + i32::from(i < want % keys)).collect()
 }
 
-/// A key limit counts running jobs in the claim's snapshot, which must be newer than the key
-/// lock. In REPEATABLE READ and SERIALIZABLE it is the transaction's first, which may miss claims
-/// committed since, so a claim there of a queue with a key limit is refused rather than let run
-/// one job too many.
+/// A key limit (or a key rate) counts running jobs (claims) in the claim's snapshot, which must be
+/// newer than the key lock. In REPEATABLE READ and SERIALIZABLE it is the transaction's first,
+/// which may miss claims committed since, so a claim there of a queue with a key limit or a key
+/// rate is refused rather than let run one job too many.
 fn refuse_a_stale_count(db: &mut Session, queue_name: &str) -> spi::Result<()> {
     // SAFETY: a plain read of the transaction's isolation level.
     if unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32
-        && db.first::<i32>(KEY_LIMIT, &[queue_name.into()])?.is_some()
+        && db.first::<bool>(KEY_LIMIT, &[queue_name.into()])?.is_some()
     {
-        error::key_limit_needs_read_committed(queue_name);
+        error::flow_limit_needs_read_committed(queue_name, "key_concurrency_limit or key_rate_limit");
     }
     Ok(())
 }
 
 /// A key's lock, taken without waiting; let go when dropped, unless kept for the transaction.
-struct KeyLock {
+/// The key "" (never a concurrency key) is the queue's rate lock (`rates`).
+pub(crate) struct KeyLock {
     tag: pg_sys::LOCKTAG,
 }
 
 impl KeyLock {
-    fn try_take(queue_name: &str, key: &str) -> Option<KeyLock> {
+    pub(crate) fn try_take(queue_name: &str, key: &str) -> Option<KeyLock> {
         let hash = fnv1a(queue_name.as_bytes(), key.as_bytes());
         let tag = pg_sys::LOCKTAG {
             // SAFETY: a plain read of this backend's database.
@@ -223,7 +244,7 @@ impl KeyLock {
     }
 
     /// Holds the lock until the transaction ends.
-    fn keep(self) {
+    pub(crate) fn keep(self) {
         std::mem::forget(self);
     }
 }

@@ -9,6 +9,7 @@ pub mod enqueue;
 pub mod keys;
 pub mod lease;
 pub mod metrics;
+pub mod rates;
 pub mod reap;
 pub mod redrive;
 pub mod retention;

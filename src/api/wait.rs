@@ -5,6 +5,7 @@
 //! the library is preloaded (and polls otherwise), wakes itself when the queue's next scheduled job
 //! falls due, and looks again at least every `pg_jobqueue.wait_recheck`.
 
+use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use pgrx::datum::TimestampWithTimeZone;
@@ -20,6 +21,17 @@ pub(crate) const NEXT_DUE: &str = concat!(
     include_str!("../../sql/queries/parts/pending_levels.sql"),
     include_str!("../../sql/queries/claim_next_due.sql")
 );
+
+thread_local! {
+    /// The earliest time a look asked to be made again (`retry_at`), if any. A backend is one thread.
+    static RETRY_AT: Cell<Option<pg_sys::TimestampTz>> = const { Cell::new(None) };
+}
+
+/// Asks the waiting claim around this look, if there is one, to look again at `at` at the latest:
+/// a rate window opens then (README, "Flow control").
+pub fn retry_at(at: pg_sys::TimestampTz) {
+    RETRY_AT.set(Some(RETRY_AT.get().map_or(at, |earlier| earlier.min(at))));
+}
 
 /// Refuses a wait outside READ COMMITTED, where every look would see the transaction's first
 /// snapshot and no job enqueued since.
@@ -42,6 +54,7 @@ pub fn look_until_found<T>(
     loop {
         // Read before looking, so that an enqueue committing after the look still wakes the sleep.
         let seen = wake::generation(queue_name);
+        RETRY_AT.set(None);
         let found = look(clock::now())?;
         let left = deadline.saturating_duration_since(Instant::now());
         // A look that found nothing may still have written or locked: inline recovery reaped
@@ -52,7 +65,13 @@ pub fn look_until_found<T>(
         if !found.is_empty() || left.is_zero() || wrote {
             return Ok(found);
         }
-        let until_due = next_due(queue_name)?;
+        let until_due = match (next_due(queue_name)?, RETRY_AT.take()) {
+            (due, None) => due,
+            (due, Some(at)) => {
+                let micros = (at - pg_sys::TimestampTz::from(clock::now())).max(0) as u64;
+                Some(due.unwrap_or(Duration::MAX).min(Duration::from_micros(micros)))
+            }
+        };
         release_snapshot_horizon();
         // The recheck finds work no wake-up announces: an unpaused queue, a freed slot of a limited
         // queue, the end of a retry's backoff.

@@ -217,20 +217,25 @@ mod tests {
         let keys = generic_plan(crate::api::keys::KEYS, "text, text, int", "'q1', '', 32");
         assert_no_sort_and_no_seq_scan(&keys);
         assert_reads_index(&keys, "jq_live_jobs_key_claim");
-        for batch in [1, 1000] {
+        for (batch, key_rate) in [(1, "NULL, NULL"), (1000, "NULL, NULL"), (1, "5, now()")] {
             let keyed = generic_plan(
                 crate::api::claim::statement_keyed(),
-                "text, text, interval, int, timestamptz, boolean, bigint, int, timestamptz, bigint, text[], int[]",
+                "text, text, interval, int, timestamptz, boolean, bigint, int, timestamptz, bigint, text[], int[], \
+                 int, timestamptz",
                 &format!(
                     "'q1', 'w', NULL, {batch}, now(), false, 0, 2147483647, '-infinity', -9223372036854775808, \
-                     ARRAY['k1', 'k2'], ARRAY[{batch}, {batch}]"
+                     ARRAY['k1', 'k2'], ARRAY[{batch}, {batch}], {key_rate}"
                 ),
             );
             assert_no_sort_and_no_seq_scan(&keyed);
             assert_reads_index(&keyed, "jq_live_jobs_key_claim");
             assert_index_cond(&keyed, "jq_live_jobs_running", "concurrency_key = ");
             assert_has_node(&keyed, "Tid Scan");
+            assert_index_cond(&keyed, "jq_rate_counts_pkey", "concurrency_key = ");
         }
+        // The rates' counts, by their key.
+        let used = generic_plan(include_str!("../../sql/queries/rate_used.sql"), "text, text", "'q1', ''");
+        assert_index_cond(&used, "jq_rate_counts_pkey", "concurrency_key = ");
         let look = generic_plan(
             include_str!("../../sql/queries/claim_front.sql"),
             "text, int, timestamptz, bigint",

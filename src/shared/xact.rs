@@ -77,6 +77,14 @@ pub fn lease_write<R>(f: impl FnOnce() -> R) -> R {
     result
 }
 
+/// Makes this transaction commit as durably as the server is configured, whatever `lease_write`
+/// saw: for a write inside a lease write that a crash must not lose (a rate limit's count of the
+/// claim it is part of: README, "Flow control").
+pub fn durable() {
+    hook();
+    WRITES.set(Writes::Other);
+}
+
 /// At PRE_COMMIT: lowers synchronous_commit for this commit if the transaction wrote leases only.
 fn lower_synchronous_commit_if_leases_only() {
     // SAFETY: a plain read of this backend's transaction state.

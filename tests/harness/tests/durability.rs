@@ -44,6 +44,13 @@ fn only_a_transaction_that_only_claims_or_heartbeats_skips_its_flush() {
         .batch_execute(
             "SELECT jq_enqueue_batch('d', array_fill('{}'::jsonb, ARRAY[20]));
              CREATE TABLE side (n int);
+             -- A queue rate, a key rate and a key limit (README, \"Flow control\").
+             SELECT jq_configure('rate', '{\"rate_limit\": 100, \"rate_period\": \"1 hour\"}');
+             SELECT jq_enqueue_batch('rate', array_fill('{}'::jsonb, ARRAY[5]));
+             SELECT jq_configure('key-rate', '{\"key_rate_limit\": 100, \"key_rate_period\": \"1 hour\"}');
+             SELECT jq_enqueue_batch('key-rate', array_fill('{}'::jsonb, ARRAY[5]), concurrency_key => 'a');
+             SELECT jq_configure('key-limit', '{\"key_concurrency_limit\": 5}');
+             SELECT jq_enqueue_batch('key-limit', array_fill('{}'::jsonb, ARRAY[5]), concurrency_key => 'a');
              -- This lifetime's token epoch, written before the standby that never comes is named.
              SELECT count(*) FROM jq_claim('warm-up', 'w');",
         )
@@ -78,6 +85,11 @@ fn only_a_transaction_that_only_claims_or_heartbeats_skips_its_flush() {
         !probe("SET pg_jobqueue.async_claims = off; SELECT count(*) FROM jq_claim('d', 'w')"),
         "a claim waited not, with async_claims off"
     );
+    // A claim a rate counts commits its count, and so itself, durably: a crash must not lose a
+    // counted claim whose job a worker may have run. A key limit counts nothing of its own.
+    assert!(!probe("SELECT count(*) FROM jq_claim('rate', 'w')"), "a claim counted by a queue rate did not wait");
+    assert!(!probe("SELECT count(*) FROM jq_claim('key-rate', 'w')"), "a claim counted by a key rate did not wait");
+    assert!(probe("SELECT count(*) FROM jq_claim('key-limit', 'w')"), "a claim under a key limit waited");
     assert!(!probe("SELECT jq_enqueue('d', '{}')"), "an enqueue did not wait for its flush");
     assert!(
         !probe("SELECT jq_complete(id, 'w', lease_token) FROM jq_jobs WHERE lease_owner = 'w' LIMIT 1"),

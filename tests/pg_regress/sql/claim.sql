@@ -125,4 +125,10 @@ SELECT jq_configure('keyed', '{"key_concurrency_limit": null}') IS NOT NULL AS c
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT id FROM jq_claim('keyed', 'w');
 COMMIT;
+-- And for a queue with a rate limit, whatever its jobs.
+SELECT jq_configure('rated', '{"rate_limit": 5, "rate_period": "1 minute"}') IS NOT NULL AS configured;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT id FROM jq_claim('rated', 'w');
+\echo :SQLSTATE
+ROLLBACK;
 SELECT id, status, lease_owner = 'w' AS by_w FROM jq_jobs ORDER BY id;

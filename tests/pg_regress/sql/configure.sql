@@ -87,6 +87,19 @@ SELECT jq_configure('cfg', '[1]');
 \echo :SQLSTATE
 SELECT jq_configure('cfg', '{"key_concurrency_limit": 0}');
 \echo :SQLSTATE
+-- Rate limits: positive, each with its period, the period bounded like every interval setting.
+SELECT jq_configure('cfg', '{"rate_limit": 0, "rate_period": "1 s"}');
+\echo :SQLSTATE
+SELECT jq_configure('cfg', '{"rate_limit": 10}');
+\echo :SQLSTATE
+SELECT jq_configure('cfg', '{"key_rate_period": "1 minute"}');
+\echo :SQLSTATE
+SELECT jq_configure('cfg', '{"rate_limit": 10, "rate_period": "0 s"}');
+\echo :SQLSTATE
+SELECT jq_configure('cfg', '{"key_rate_limit": 10, "key_rate_period": "300000 years"}');
+\echo :SQLSTATE
+SELECT s->'rate_limit' AS rate_limit, s->'rate_period' AS rate_period
+FROM jq_configure('cfg', '{"rate_limit": 100, "rate_period": "1 second"}') s;
 SELECT jq_configure('cfg', '{"max_attempts": 0}');
 \echo :SQLSTATE
 SELECT jq_configure('cfg', '{"max_attempts": null}');
