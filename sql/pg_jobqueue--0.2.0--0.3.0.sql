@@ -102,6 +102,16 @@ SET search_path TO pg_catalog, @extschema@, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'jq_configure_wrapper';
 
+CREATE  FUNCTION "jq_configure_key"(
+	"queue_name" TEXT, /* Option < & str > */
+	"concurrency_key" TEXT, /* Option < & str > */
+	"settings" jsonb /* Option < JsonB > */
+) RETURNS jsonb /* spi :: Result < JsonB > */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, @extschema@, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'jq_configure_key_wrapper';
+
 CREATE  FUNCTION "jq_setting_interval_ok"(
 	"value" interval /* Interval */
 ) RETURNS bool /* bool */
@@ -152,9 +162,7 @@ ALTER TABLE jq_queues
     ADD CONSTRAINT jq_queues_starvation_limit_bounded CHECK (jq_setting_interval_ok(starvation_limit)),
     ADD CONSTRAINT jq_queues_retention_bounded CHECK (jq_setting_interval_ok(retention)),
     ADD CONSTRAINT jq_queues_warn_claimable_age_bounded CHECK (jq_setting_interval_ok(warn_claimable_age)),
-    ADD CONSTRAINT jq_queues_warn_dead_age_bounded CHECK (jq_setting_interval_ok(warn_dead_age)),
-    ADD CONSTRAINT jq_queues_rate_period_bounded CHECK (jq_setting_interval_ok(rate_period)),
-    ADD CONSTRAINT jq_queues_key_rate_period_bounded CHECK (jq_setting_interval_ok(key_rate_period));
+    ADD CONSTRAINT jq_queues_warn_dead_age_bounded CHECK (jq_setting_interval_ok(warn_dead_age));
 
 -- Flow control (README, "Flow control"): a limit on each concurrency key's running jobs, and
 -- rate limits for the queue and for each key, with what they counted (see sql/schema/tables.sql).
@@ -167,7 +175,28 @@ ALTER TABLE jq_queues
     ADD COLUMN key_rate_period interval
         CONSTRAINT jq_queues_key_rate_period_positive CHECK (key_rate_period > interval '0'),
     ADD CONSTRAINT jq_queues_rate_paired CHECK ((rate_limit IS NULL) = (rate_period IS NULL)),
-    ADD CONSTRAINT jq_queues_key_rate_paired CHECK ((key_rate_limit IS NULL) = (key_rate_period IS NULL));
+    ADD CONSTRAINT jq_queues_key_rate_paired CHECK ((key_rate_limit IS NULL) = (key_rate_period IS NULL)),
+    ADD CONSTRAINT jq_queues_rate_period_bounded CHECK (jq_setting_interval_ok(rate_period)),
+    ADD CONSTRAINT jq_queues_key_rate_period_bounded CHECK (jq_setting_interval_ok(key_rate_period));
+
+-- One concurrency key's own settings in a queue (README, "Flow control"), set by jq_configure_key:
+-- a limit on its running jobs in place of the queue's key_concurrency_limit (NULL: the queue's),
+-- and its weight in the key rotation, whose turn gives a key of weight w up to w jobs. A key
+-- without a row has the queue's limit and weight 1.
+CREATE TABLE jq_key_settings (
+    queue_name        text NOT NULL
+                      CONSTRAINT jq_key_settings_name_valid CHECK (queue_name ~ '^[A-Za-z0-9_.:-]{1,60}$'),
+    concurrency_key   text NOT NULL
+                      CONSTRAINT jq_key_settings_key_valid
+                      CHECK (concurrency_key <> '' AND pg_catalog.length(concurrency_key) <= 256),
+    concurrency_limit int
+                      CONSTRAINT jq_key_settings_concurrency_limit_positive CHECK (concurrency_limit >= 1),
+    weight            int NOT NULL DEFAULT 1
+                      CONSTRAINT jq_key_settings_weight_bounded CHECK (weight BETWEEN 1 AND 1000),
+    CONSTRAINT jq_key_settings_pkey PRIMARY KEY (queue_name, concurrency_key)
+);
+
+SELECT pg_catalog.pg_extension_config_dump('jq_key_settings', '');
 
 CREATE TABLE jq_rate_counts (
     queue_id        int NOT NULL,
@@ -176,6 +205,7 @@ CREATE TABLE jq_rate_counts (
     claims          int NOT NULL,
     CONSTRAINT jq_rate_counts_pkey PRIMARY KEY (queue_id, concurrency_key)
 );
+SELECT pg_catalog.pg_extension_config_dump('jq_rate_counts', '');
 
 -- `notify` may now be NULL, the new default: NOTIFY while someone listens, which only a preloaded
 -- library can tell, so without preload never (README, "Wake-ups"). Under 0.2.0, on meant just that
@@ -546,7 +576,7 @@ AS $$
            ('consume', 'jq_claim'), ('consume', 'jq_heartbeat'), ('consume', 'jq_complete'),
            ('consume', 'jq_complete_batch'), ('consume', 'jq_fail'),
            ('manage', 'jq_retry'), ('manage', 'jq_cancel'), ('manage', 'jq_retry_dead'),
-           ('manage', 'jq_purge_dead'), ('manage', 'jq_configure'),
+           ('manage', 'jq_purge_dead'), ('manage', 'jq_configure'), ('manage', 'jq_configure_key'),
            ('any', 'jq_can_see'), ('any', 'jq_has_right'), ('any', 'jq_queue_counters'),
            ('any', 'jq_failure_counts'), ('any', 'jq_metrics')
 $$;

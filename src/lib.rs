@@ -77,6 +77,6 @@ mod tests {
 
     #[pg_test]
     fn every_table_is_kept_by_pg_dump() {
-        assert_eq!(one::<i32>("SELECT cardinality(extconfig) FROM pg_extension WHERE extname = 'pg_jobqueue'"), 10);
+        assert_eq!(one::<i32>("SELECT cardinality(extconfig) FROM pg_extension WHERE extname = 'pg_jobqueue'"), 12);
     }
 }

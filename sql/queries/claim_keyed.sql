@@ -4,7 +4,8 @@
 --
 -- The middle of the keyed claim statement, of three files like claim.sql's (src/api/claim.rs joins
 -- them, and drops the fairness sections of the other two: starvation is not looked for within a
--- key). For each key: its free slots, the key limit less its jobs running under a current lease,
+-- key). For each key: its free slots, its limit (its own, or the queue's key_concurrency_limit) less
+-- its jobs running under a current lease,
 -- counted in this statement's snapshot, which was taken after the caller took the key's lock, so
 -- every claim of the key that committed before is counted and none that has not can run; then
 -- its first claimable jobs in claim order, as many as its slots, its rate and its share allow.
@@ -20,7 +21,11 @@
     SELECT c.ctid
     FROM keys
     CROSS JOIN LATERAL (
-        SELECT coalesce((SELECT q.key_concurrency_limit FROM jq_queues q WHERE q.queue_name = $1), 2147483647)
+        -- The key's own limit, or the queue's, or none.
+        SELECT coalesce((SELECT s.concurrency_limit FROM jq_key_settings s
+                         WHERE s.queue_name = $1 AND s.concurrency_key = keys.concurrency_key),
+                        (SELECT q.key_concurrency_limit FROM jq_queues q WHERE q.queue_name = $1),
+                        2147483647)
                OPERATOR(pg_catalog.-) (
                    SELECT pg_catalog.count(*)::int
                    FROM jq_live_jobs r

@@ -2,7 +2,8 @@
 -- The next concurrency keys of the queue that have pending jobs, in key order after $2: where the
 -- key rotation goes next (src/api/keys.rs; README, "Flow control"). One probe of the key claim
 -- index each, a skip scan: the first entry after the key before. A key's jobs may all be scheduled
--- later, or its running jobs at its limit; the claim (claim_keyed.sql) decides.
+-- later, or its running jobs at its limit; the claim (claim_keyed.sql) decides. Each with its
+-- weight in the rotation (jq_key_settings; 1 without a row).
 WITH RECURSIVE queue AS (
     SELECT n.queue_id AS id FROM jq_queue_ids n WHERE n.queue_name = $1
 ), keys AS (
@@ -32,4 +33,8 @@ WITH RECURSIVE queue AS (
     ) AS x
     WHERE k.n < $3
 )
-SELECT concurrency_key FROM keys
+-- In the order the recursion found them, which a scan of its result keeps (an ORDER BY would sort).
+SELECT k.concurrency_key,
+       coalesce((SELECT s.weight FROM jq_key_settings s
+                 WHERE s.queue_name = $1 AND s.concurrency_key = k.concurrency_key), 1)
+FROM keys k

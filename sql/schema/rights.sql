@@ -40,7 +40,7 @@ AS $$
            ('consume', 'jq_claim'), ('consume', 'jq_heartbeat'), ('consume', 'jq_complete'),
            ('consume', 'jq_complete_batch'), ('consume', 'jq_fail'),
            ('manage', 'jq_retry'), ('manage', 'jq_cancel'), ('manage', 'jq_retry_dead'),
-           ('manage', 'jq_purge_dead'), ('manage', 'jq_configure'),
+           ('manage', 'jq_purge_dead'), ('manage', 'jq_configure'), ('manage', 'jq_configure_key'),
            ('any', 'jq_can_see'), ('any', 'jq_has_right'), ('any', 'jq_queue_counters'),
            ('any', 'jq_failure_counts'), ('any', 'jq_metrics')
 $$;

@@ -269,6 +269,23 @@ CREATE TABLE jq_grants (
     PRIMARY KEY (role, queue, privilege)
 );
 
+-- One concurrency key's own settings in a queue (README, "Flow control"), set by jq_configure_key:
+-- a limit on its running jobs in place of the queue's key_concurrency_limit (NULL: the queue's),
+-- and its weight in the key rotation, whose turn gives a key of weight w up to w jobs. A key
+-- without a row has the queue's limit and weight 1.
+CREATE TABLE jq_key_settings (
+    queue_name        text NOT NULL
+                      CONSTRAINT jq_key_settings_name_valid CHECK (queue_name ~ '^[A-Za-z0-9_.:-]{1,60}$'),
+    concurrency_key   text NOT NULL
+                      CONSTRAINT jq_key_settings_key_valid
+                      CHECK (concurrency_key <> '' AND pg_catalog.length(concurrency_key) <= 256),
+    concurrency_limit int
+                      CONSTRAINT jq_key_settings_concurrency_limit_positive CHECK (concurrency_limit >= 1),
+    weight            int NOT NULL DEFAULT 1
+                      CONSTRAINT jq_key_settings_weight_bounded CHECK (weight BETWEEN 1 AND 1000),
+    CONSTRAINT jq_key_settings_pkey PRIMARY KEY (queue_name, concurrency_key)
+);
+
 -- What the rate limits counted (README, "Flow control"): for the queue ('') and for each
 -- concurrency key, the claims of the latest window counted. Written only by claims that hold the
 -- queue's or the key's lock (src/api/rates.rs, src/api/keys.rs), so never waited on; a claim that
@@ -297,6 +314,9 @@ CREATE TABLE jq_token_epochs (
 
 SELECT pg_catalog.pg_extension_config_dump('jq_queues', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_grants', '');
+SELECT pg_catalog.pg_extension_config_dump('jq_key_settings', '');
+-- A restored database goes on counting its rates' windows.
+SELECT pg_catalog.pg_extension_config_dump('jq_rate_counts', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_queue_ids', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_queue_ids_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_live_jobs', '');

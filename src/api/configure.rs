@@ -12,6 +12,8 @@ use crate::{guc, input};
 
 const ENSURE_ROW: &str = include_str!("../../sql/queries/configure_row.sql");
 const CONFIGURE: &str = include_str!("../../sql/queries/configure.sql");
+const ENSURE_KEY_ROW: &str = include_str!("../../sql/queries/configure_key_row.sql");
+const CONFIGURE_KEY: &str = include_str!("../../sql/queries/configure_key.sql");
 
 /// The settings jq_configure takes: the columns of jq_queues but its key.
 const SETTINGS: [&str; 18] = [
@@ -43,16 +45,7 @@ const SETTINGS: [&str; 18] = [
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_configure(queue_name: Option<&str>, settings: Option<JsonB>) -> spi::Result<JsonB> {
     let queue_name = input::queue_name(queue_name);
-    let settings = settings.unwrap_or_else(|| null_argument("settings"));
-    let Some(object) = settings.0.as_object() else {
-        invalid_argument("settings", "must be a JSON object of setting names and values");
-    };
-    if let Some(unknown) = object.keys().find(|key| !SETTINGS.contains(&key.as_str())) {
-        invalid_argument(
-            "settings",
-            format_args!("has an unknown setting \"{unknown}\"; the settings are {}", SETTINGS.join(", ")),
-        );
-    }
+    let settings = settings_object(settings, &SETTINGS);
     rights::require(queue_name, Privilege::Manage);
     let max_lease = guc::MAX_LEASE_SECONDS.get();
     let changed = rights::as_owner(|| {
@@ -74,6 +67,54 @@ fn jq_configure(queue_name: Option<&str>, settings: Option<JsonB>) -> spi::Resul
         })
     });
     changed.map_err(|message| invalid_argument("settings", format_args!("refused: {message}")))
+}
+
+/// The settings jq_configure_key takes: those of jq_key_settings but its key.
+const KEY_SETTINGS: [&str; 2] = ["concurrency_limit", "weight"];
+
+/// Changes the settings of one concurrency key of the queue named in `settings` (`{"weight": 3}`,
+/// `{"concurrency_limit": 1}`; a null restores the default: the queue's key_concurrency_limit,
+/// weight 1) and returns all of them afterwards (README, "Flow control"). Needs `manage` on the
+/// queue; a bad value is refused with 22023 naming the setting, and then nothing changes.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn jq_configure_key(
+    queue_name: Option<&str>,
+    concurrency_key: Option<&str>,
+    settings: Option<JsonB>,
+) -> spi::Result<JsonB> {
+    let queue_name = input::queue_name(queue_name);
+    let key = input::concurrency_key(concurrency_key).unwrap_or_else(|| null_argument("concurrency_key"));
+    let settings = settings_object(settings, &KEY_SETTINGS);
+    rights::require(queue_name, Privilege::Manage);
+    let changed = rights::as_owner(|| {
+        in_subtransaction(|| {
+            db::connect(|db| {
+                db.rows::<()>(ENSURE_KEY_ROW, &[queue_name.into(), key.into()])?;
+                let changed = db.first::<JsonB>(
+                    CONFIGURE_KEY,
+                    &[queue_name.into(), key.into(), JsonB(settings.0.clone()).into()],
+                )?;
+                Ok(changed.expect("the key's row exists"))
+            })
+        })
+    });
+    changed.map_err(|message| invalid_argument("settings", format_args!("refused: {message}")))
+}
+
+/// `settings` as a JSON object of known setting names, or the argument's error.
+fn settings_object(settings: Option<JsonB>, known: &[&str]) -> JsonB {
+    let settings = settings.unwrap_or_else(|| null_argument("settings"));
+    let Some(object) = settings.0.as_object() else {
+        invalid_argument("settings", "must be a JSON object of setting names and values");
+    };
+    if let Some(unknown) = object.keys().find(|key| !known.contains(&key.as_str())) {
+        invalid_argument(
+            "settings",
+            format_args!("has an unknown setting \"{unknown}\"; the settings are {}", known.join(", ")),
+        );
+    }
+    settings
 }
 
 extension_sql_file!("../../sql/schema/constraints.sql", name = "settings", requires = [jq_setting_interval_ok]);

@@ -42,8 +42,9 @@ const KEY_LOCK_CLASS: u16 = 0x6A71;
 /// One session's place in one queue's rotation.
 #[derive(Default)]
 struct Rotation {
-    /// The keys to visit next, in key order, read ahead.
-    upcoming: VecDeque<String>,
+    /// The keys to visit next, in key order, read ahead, each with what is left of its turn: its
+    /// weight (jq_key_settings), less what it took when a claim's batch ended inside its turn.
+    upcoming: VecDeque<(String, i32)>,
     /// The last key visited or read ahead ("": none yet, the rotation starts at the first key).
     after: String,
     /// Whether the last look reached the last key: once `upcoming` is empty, the round is over.
@@ -116,46 +117,55 @@ where
     let mut claimed: Vec<T> = Vec::new();
     let mut visited = 0;
     while (claimed.len() as i32) < want && visited < MOST_KEYS_PER_CLAIM {
-        let Some(key) = next_key(db, queue_name)? else {
+        let left = want - claimed.len() as i32;
+        let Some(first) = next_key(db, queue_name)? else {
             break;
         };
         visited += 1;
-        let mut locked = Vec::new();
-        if let Some(lock) = KeyLock::try_take(queue_name, &key) {
-            locked.push((key, lock));
-        }
-        // Take more keys while the batch wants more than one job per key locked.
-        while (locked.len() as i32) < want - claimed.len() as i32 && visited < MOST_KEYS_PER_CLAIM {
-            let Some(key) = with_rotation(queue_name, |r| r.upcoming.pop_front()) else {
+        // The keys whose turns cover what is left of the batch, each locked (or passed over).
+        let mut locked: Vec<(String, i32, KeyLock)> = Vec::new();
+        let take = |(key, turn): (String, i32), locked: &mut Vec<(String, i32, KeyLock)>| {
+            if let Some(lock) = KeyLock::try_take(queue_name, &key) {
+                locked.push((key, turn, lock));
+            }
+        };
+        take(first, &mut locked);
+        while locked.iter().map(|(_, turn, _)| turn).sum::<i32>() < left && visited < MOST_KEYS_PER_CLAIM {
+            let Some(next) = with_rotation(queue_name, |r| r.upcoming.pop_front()) else {
                 break;
             };
             visited += 1;
-            if let Some(lock) = KeyLock::try_take(queue_name, &key) {
-                locked.push((key, lock));
-            }
+            take(next, &mut locked);
         }
         if locked.is_empty() {
             continue;
         }
         refuse_a_stale_count(db, queue_name)?;
-        let keys: Vec<String> = locked.iter().map(|(key, _)| key.clone()).collect();
-        let shares = shares(want - claimed.len() as i32, keys.len());
+        let keys: Vec<String> = locked.iter().map(|(key, ..)| key.clone()).collect();
+        let round_over = with_rotation(queue_name, |r| r.upcoming.is_empty() && r.at_end);
+        let shares = shares(&locked.iter().map(|(_, turn, _)| *turn).collect::<Vec<_>>(), left, round_over);
         let mut all = Vec::from(args());
         all.push(keys.into());
-        all.push(shares.into());
+        all.push(shares.clone().into());
         all.push(key_rate.map(|rate| rate.limit).into());
         all.push(window_arg.into());
         let rows: Vec<T> = db.rows(statement, &all)?;
         let mut counted = (Vec::new(), Vec::new());
-        for (key, lock) in locked {
-            let took = rows.iter().filter(|row| keyed_job(row) == Some(key.as_str())).count();
+        let mut turn_goes_on = Vec::new();
+        for ((key, turn, lock), share) in locked.into_iter().zip(&shares) {
+            let took = rows.iter().filter(|row| keyed_job(row) == Some(key.as_str())).count() as i32;
+            // A key that took all its share with some of its turn left goes on at the next claim.
+            if took == *share && took < turn {
+                turn_goes_on.push((key.clone(), turn - took));
+            }
             // A key that got a job keeps its lock until the transaction ends.
             if took > 0 {
                 lock.keep();
                 counted.0.push(key);
-                counted.1.push(took as i32);
+                counted.1.push(took);
             }
         }
+        with_rotation(queue_name, |r| turn_goes_on.into_iter().rev().for_each(|key| r.upcoming.push_front(key)));
         if let (Some(window), false) = (window, counted.0.is_empty()) {
             rates::count(db, queue_name, counted.0, counted.1, window)?;
         }
@@ -168,19 +178,19 @@ where
     Ok(claimed)
 }
 
-/// The next key of the rotation, reading ahead when none is left; None at the end of a round,
-/// when the jobs without a key take their turn and the next round starts at the first key.
-fn next_key(db: &mut Session, queue_name: &str) -> spi::Result<Option<String>> {
+/// The next key of the rotation with its turn, reading ahead when none is left; None at the end of
+/// a round, when the jobs without a key take their turn and the next round starts at the first key.
+fn next_key(db: &mut Session, queue_name: &str) -> spi::Result<Option<(String, i32)>> {
     if let Some(key) = with_rotation(queue_name, |r| r.upcoming.pop_front()) {
         return Ok(Some(key));
     }
     let (after, at_end) = with_rotation(queue_name, |r| (r.after.clone(), r.at_end));
     if !at_end {
-        let keys: Vec<(String,)> = db.rows(KEYS, &[queue_name.into(), after.as_str().into(), LOOKAHEAD.into()])?;
+        let keys: Vec<(String, i32)> = db.rows(KEYS, &[queue_name.into(), after.as_str().into(), LOOKAHEAD.into()])?;
         let found = keys.len();
         let key = with_rotation(queue_name, |r| {
-            r.upcoming.extend(keys.into_iter().map(|(key,)| key));
-            r.after = r.upcoming.back().cloned().unwrap_or_default();
+            r.upcoming.extend(keys);
+            r.after = r.upcoming.back().map(|(key, _)| key.clone()).unwrap_or_default();
             r.at_end = found < LOOKAHEAD as usize;
             if found == 0 && after.is_empty() {
                 r.no_keys_until = Some(Instant::now() + NO_KEYS_RECHECK);
@@ -199,10 +209,27 @@ fn next_key(db: &mut Session, queue_name: &str) -> spi::Result<Option<String>> {
     Ok(None)
 }
 
-/// `want` jobs shared out over `keys` keys as evenly as can be, the first keys taking one more.
-fn shares(want: i32, keys: usize) -> Vec<i32> {
-    let keys = keys as i32;
-    (0..keys).map(|i| want / keys + i32::from(i < want % keys)).collect()
+/// What each locked key may take of the `left` jobs a batch still wants: its turn, the last ones'
+/// cut so that they add up to no more than `left`. At the end of a round (`round_over`: no other
+/// key waits), what their turns leave of the batch is shared out over them as well, evenly, the
+/// first taking one more.
+fn shares(turns: &[i32], left: i32, round_over: bool) -> Vec<i32> {
+    let mut rest = left;
+    let mut shares: Vec<i32> = turns
+        .iter()
+        .map(|turn| {
+            let share = (*turn).min(rest);
+            rest -= share;
+            share
+        })
+        .collect();
+    if round_over && rest > 0 {
+        let keys = shares.len() as i32;
+        for (i, share) in shares.iter_mut().enumerate() {
+            *share += rest / keys + i32::from((i as i32) < rest % keys);
+        }
+    }
+    shares
 }
 
 /// A key limit (or a key rate) counts running jobs (claims) in the claim's snapshot, which must be
@@ -279,10 +306,12 @@ mod unit {
     use super::*;
 
     #[test]
-    fn shares_split_a_batch_evenly_over_the_keys() {
-        assert_eq!(shares(1, 1), vec![1]);
-        assert_eq!(shares(10, 3), vec![4, 3, 3]);
-        assert_eq!(shares(3, 3), vec![1, 1, 1]);
+    fn shares_are_the_keys_turns_within_the_batch() {
+        assert_eq!(shares(&[1], 1, false), vec![1]);
+        assert_eq!(shares(&[1, 3, 1], 3, false), vec![1, 2, 0], "the batch ends inside the second turn");
+        assert_eq!(shares(&[1, 2], 10, false), vec![1, 2], "other keys wait: no more than the turns");
+        assert_eq!(shares(&[1, 2], 10, true), vec![5, 5], "no other key waits: the rest is shared out");
+        assert_eq!(shares(&[1, 1, 1], 10, true), vec![4, 3, 3]);
     }
 
     #[test]
@@ -380,6 +409,43 @@ mod tests {
         run("SELECT jq_configure('kk', '{\"key_concurrency_limit\": null}')");
         assert_eq!(ids("SELECT id FROM jq_claim('kk', 'w', batch_size => 10)").len(), 2);
         assert_eq!(key_locks(), 2);
+    }
+
+    /// Weighted fair share: a key of weight w takes up to w jobs a turn, over claims as over a batch.
+    #[pg_test]
+    fn a_key_of_weight_w_takes_w_jobs_a_turn() {
+        run("SELECT jq_configure_key('kw', 'a', '{\"weight\": 3}')");
+        let a = keyed("kw", "a", 10);
+        let b = keyed("kw", "b", 10);
+        let order: Vec<i64> = (0..8).flat_map(|_| ids("SELECT id FROM jq_claim('kw', 'w')")).collect();
+        let keys: String = order
+            .iter()
+            .map(|id| {
+                if a.contains(id) {
+                    'a'
+                } else if b.contains(id) {
+                    'b'
+                } else {
+                    '?'
+                }
+            })
+            .collect();
+        assert_eq!(keys, "aaabaaab");
+        let batch = ids("SELECT id FROM jq_claim('kw', 'w', batch_size => 4)");
+        assert_eq!(batch.iter().filter(|id| a.contains(id)).count(), 3, "a batch takes a's whole turn, then b's");
+    }
+
+    #[pg_test]
+    fn a_keys_own_limit_replaces_the_queues() {
+        run("SELECT jq_configure('ko2', '{\"key_concurrency_limit\": 1}')");
+        run("SELECT jq_configure_key('ko2', 'a', '{\"concurrency_limit\": 3}')");
+        let a = keyed("ko2", "a", 5);
+        keyed("ko2", "b", 5);
+        let claimed = ids("SELECT id FROM jq_claim('ko2', 'w', batch_size => 10)");
+        assert_eq!(claimed.iter().filter(|id| a.contains(id)).count(), 3, "{claimed:?}");
+        assert_eq!(claimed.len(), 4, "and b's one: {claimed:?}");
+        let settings = one::<pgrx::JsonB>("SELECT jq_configure_key('ko2', 'a', '{\"concurrency_limit\": null}')").0;
+        assert_eq!(settings, serde_json::json!({"concurrency_limit": null, "weight": 1}));
     }
 
     #[pg_test]

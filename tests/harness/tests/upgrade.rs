@@ -257,7 +257,16 @@ fn an_upgrade_from_0_2_0_moves_every_job_into_the_new_layout() {
 
     old.batch_execute("ALTER EXTENSION pg_jobqueue UPDATE TO '0.3.0'").unwrap();
     let mut new = postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
-    assert_eq!(jobs(&mut new), jobs_before, "every job reads as before");
+    // The columns 0.2.0 had, as its rows read; 0.3.0 adds concurrency_key, NULL for every job of 0.2.0.
+    let jobs_as_before = text_rows(
+        &mut new,
+        "SELECT (id, queue_name, payload, status, priority, available_at, attempt_count, max_attempts, lease_owner,
+                 lease_token, lease_expires_at, lease_length, claimed_at, run_deadline, last_error_code,
+                 last_error_message, dedup_key, ordering_key, created_at, finished_at)::text
+         FROM jq_jobs ORDER BY id",
+    );
+    assert_eq!(jobs_as_before, jobs_before, "every job reads as before");
+    assert_eq!(text_rows(&mut new, "SELECT count(*)::text FROM jq_jobs WHERE concurrency_key IS NOT NULL"), ["0"]);
     assert_eq!(events(&mut new), events_before, "every event is kept");
     let placed = text_rows(
         &mut new,

@@ -100,6 +100,28 @@ SELECT jq_configure('cfg', '{"key_rate_limit": 10, "key_rate_period": "300000 ye
 \echo :SQLSTATE
 SELECT s->'rate_limit' AS rate_limit, s->'rate_period' AS rate_period
 FROM jq_configure('cfg', '{"rate_limit": 100, "rate_period": "1 second"}') s;
+
+-- jq_configure_key: one concurrency key's own limit and weight; the same rules for bad values.
+SELECT jq_configure_key('cfg', 'tenant-1', '{"weight": 3, "concurrency_limit": 2}');
+SELECT jq_configure_key('cfg', 'tenant-1', '{}');
+SELECT jq_configure_key('cfg', 'tenant-1', '{"weight": 0}');
+\echo :SQLSTATE
+SELECT jq_configure_key('cfg', 'tenant-1', '{"weight": 1001}');
+\echo :SQLSTATE
+SELECT jq_configure_key('cfg', 'tenant-1', '{"concurrency_limit": 0}');
+\echo :SQLSTATE
+SELECT jq_configure_key('cfg', 'tenant-1', '{"limit": 1}');
+\echo :SQLSTATE
+SELECT jq_configure_key('cfg', NULL, '{}');
+\echo :SQLSTATE
+SELECT jq_configure_key('cfg', '', '{}');
+\echo :SQLSTATE
+SELECT jq_configure_key('bad name', 'tenant-1', '{}');
+\echo :SQLSTATE
+SELECT jq_configure_key('cfg', 'tenant-1', NULL);
+\echo :SQLSTATE
+-- The refusals changed nothing.
+SELECT queue_name, concurrency_key, concurrency_limit, weight FROM jq_key_settings ORDER BY 1, 2;
 SELECT jq_configure('cfg', '{"max_attempts": 0}');
 \echo :SQLSTATE
 SELECT jq_configure('cfg', '{"max_attempts": null}');

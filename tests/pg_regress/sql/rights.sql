@@ -221,6 +221,8 @@ RESET ROLE;
 SET ROLE regress_jq_ops;
 SELECT jq_configure('payroll', '{"paused": true}');
 \echo :SQLSTATE
+SELECT jq_configure_key('payroll', 'tenant-1', '{"weight": 2}');
+\echo :SQLSTATE
 SELECT jq_cancel(1);
 \echo :SQLSTATE
 SELECT jq_retry(1);
@@ -242,6 +244,7 @@ SELECT jq_claim('emails', 'w');
 -- What it may do: read its queue's jobs (only those) and change its queue's settings.
 SELECT id, queue_name, status FROM jq_managed_jobs ORDER BY id;
 SELECT jq_configure('emails', '{"max_attempts": 4}')->'max_attempts' AS max_attempts;
+SELECT jq_configure_key('emails', 'tenant-1', '{"weight": 2}')->'weight' AS weight;
 RESET ROLE;
 
 -- No refused call changed the 'payroll' job, wrote an event or a right; 'emails' changed only by
