@@ -28,6 +28,33 @@ WITH clock AS MATERIALIZED (
            pg_catalog.min(j.finished_at) FILTER (WHERE j.status OPERATOR(pg_catalog.=) 'dead') AS oldest_dead
     FROM jq_live_jobs j JOIN jq_queue_ids n USING (queue_id)
     WHERE j.status OPERATOR(pg_catalog.=) ANY (ARRAY['dead', 'cancelled']::jq_status[]) GROUP BY n.queue_name
+), keys AS (
+    -- Flow control (README, "Flow control"): each concurrency key's claimable jobs, whether its
+    -- running jobs (under a current lease, as the limit counts them) are at its limit, and whether
+    -- its rate's window is used up.
+    SELECT n.queue_name, k.due,
+           coalesce(s.concurrency_limit, q.key_concurrency_limit) <= (
+               SELECT pg_catalog.count(*) FROM jq_live_jobs r
+               WHERE r.queue_id = k.queue_id AND r.concurrency_key = k.concurrency_key
+                 AND r.status OPERATOR(pg_catalog.=) 'running' AND r.lease_expires_at > k.now) AS at_limit,
+           q.key_rate_limit <= (
+               SELECT rc.claims FROM jq_rate_counts rc
+               WHERE rc.queue_id = k.queue_id AND rc.concurrency_key = k.concurrency_key
+                 AND rc.window_start > k.now - q.key_rate_period) AS rate_used_up
+    FROM (
+        SELECT j.queue_id, j.concurrency_key, c.now, pg_catalog.count(*) AS due
+        FROM jq_live_jobs j, clock c
+        WHERE j.status OPERATOR(pg_catalog.=) 'pending' AND j.concurrency_key IS NOT NULL AND j.available_at <= c.now
+        GROUP BY j.queue_id, j.concurrency_key, c.now
+    ) AS k
+    JOIN jq_queue_ids n ON n.queue_id = k.queue_id
+    LEFT JOIN jq_queues q ON q.queue_name = n.queue_name
+    LEFT JOIN jq_key_settings s ON s.queue_name = n.queue_name AND s.concurrency_key = k.concurrency_key
+), held AS (
+    SELECT k.queue_name,
+           pg_catalog.sum(k.due) FILTER (WHERE k.at_limit) AS by_key_limit,
+           pg_catalog.sum(k.due) FILTER (WHERE k.rate_used_up) AS by_key_rate
+    FROM keys k GROUP BY k.queue_name
 ), queues AS (
     SELECT q.queue_name FROM jq_queues q
     UNION SELECT p.queue_name FROM pending p
@@ -42,12 +69,24 @@ SELECT q.queue_name,
        coalesce(u.dead, 0)      AS dead,
        coalesce(u.cancelled, 0) AS cancelled,
        c.now - p.oldest_claimable AS oldest_claimable_age,
-       c.now - u.oldest_dead      AS oldest_dead_age
+       c.now - u.oldest_dead      AS oldest_dead_age,
+       -- Claimable jobs each limit holds back now: all of them while the queue runs its
+       -- concurrency_limit or has used up its rate's window; a key's, while the key does.
+       CASE WHEN s.concurrency_limit <= coalesce(r.running, 0) THEN coalesce(p.pending, 0) ELSE 0 END
+           AS held_by_concurrency_limit,
+       coalesce(h.by_key_limit, 0)::bigint AS held_by_key_limit,
+       CASE WHEN s.rate_limit <= (SELECT rc.claims FROM jq_rate_counts rc JOIN jq_queue_ids n USING (queue_id)
+                                  WHERE n.queue_name = q.queue_name AND rc.concurrency_key = ''
+                                    AND rc.window_start > c.now - s.rate_period)
+            THEN coalesce(p.pending, 0) ELSE 0 END AS held_by_rate_limit,
+       coalesce(h.by_key_rate, 0)::bigint AS held_by_key_rate_limit
 FROM queues q
 CROSS JOIN clock c
 LEFT JOIN pending p USING (queue_name)
 LEFT JOIN running r USING (queue_name)
 LEFT JOIN unresolved u USING (queue_name)
+LEFT JOIN held h USING (queue_name)
+LEFT JOIN jq_queues s USING (queue_name)
 WHERE jq_can_see(q.queue_name);
 
 -- What operators alert on, per queue: the oldest claimable job's age, running jobs whose lease ends
@@ -63,7 +102,11 @@ SELECT s.queue_name,
        t.warn_dead_age,
        coalesce(s.oldest_claimable_age > t.warn_claimable_age, false) AS claimable_age_warning,
        coalesce(s.expiring_10s >= t.warn_expiring_leases, false)     AS expiring_leases_warning,
-       coalesce(s.oldest_dead_age > t.warn_dead_age, false)           AS dead_age_warning
+       coalesce(s.oldest_dead_age > t.warn_dead_age, false)           AS dead_age_warning,
+       -- Slow because limited, not for want of workers: claimable jobs some limit holds back (the
+       -- largest of jq_queue_stats' held_by_ figures, which may overlap).
+       greatest(s.held_by_concurrency_limit, s.held_by_key_limit, s.held_by_rate_limit,
+                s.held_by_key_rate_limit) AS held_back
 FROM jq_queue_stats s
 LEFT JOIN jq_queues q ON q.queue_name = s.queue_name
 CROSS JOIN LATERAL (

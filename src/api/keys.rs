@@ -448,6 +448,36 @@ mod tests {
         assert_eq!(settings, serde_json::json!({"concurrency_limit": null, "weight": 1}));
     }
 
+    /// An operator can tell "slow because limited" from "slow because no workers": each limit's
+    /// held-back jobs in jq_queue_stats, jq_queue_health and jq_metrics().
+    #[pg_test]
+    fn the_figures_show_the_jobs_each_limit_holds_back() {
+        run("SELECT jq_configure('h1', '{\"concurrency_limit\": 1}')");
+        run("SELECT jq_configure('h2', '{\"key_concurrency_limit\": 1}')");
+        run("SELECT jq_configure('h3', '{\"rate_limit\": 1, \"rate_period\": \"50 years\"}')");
+        run("SELECT jq_configure('h4', '{\"key_rate_limit\": 1, \"key_rate_period\": \"50 years\"}')");
+        for queue in ["h1", "h2", "h3", "h4"] {
+            keyed(queue, "a", 3);
+            keyed(queue, "b", 1);
+            assert_eq!(ids(&format!("SELECT id FROM jq_claim('{queue}', 'w')")).len(), 1);
+        }
+        let held = one::<String>(
+            "SELECT string_agg(format('%s %s %s %s %s', queue_name, held_by_concurrency_limit, held_by_key_limit,
+                                      held_by_rate_limit, held_by_key_rate_limit), ', ' ORDER BY queue_name)
+             FROM jq_queue_stats WHERE queue_name LIKE 'h_'",
+        );
+        // Each queue claimed one job of key a (the first key): the queue-wide limits hold back its
+        // other three jobs, the key-wide ones a's other two.
+        assert_eq!(held, "h1 3 0 0 0, h2 0 2 0 0, h3 0 0 3 0, h4 0 0 0 2");
+        let health = one::<String>(
+            "SELECT string_agg(held_back::text, ',' ORDER BY queue_name) FROM jq_queue_health WHERE queue_name LIKE 'h_'",
+        );
+        assert_eq!(health, "3,2,3,2");
+        let metrics = one::<String>("SELECT jq_metrics()");
+        assert!(metrics.contains("jq_held_back_jobs{queue=\"h2\",limit=\"key_concurrency_limit\"} 2"), "{metrics}");
+        assert!(metrics.contains("jq_held_back_jobs{queue=\"h3\",limit=\"rate_limit\"} 3"), "{metrics}");
+    }
+
     #[pg_test]
     fn a_keyed_job_is_claimed_in_claim_order_within_its_key() {
         let low = one::<i64>("SELECT jq_enqueue('ko', '{}', priority => 1, concurrency_key => 'a')");

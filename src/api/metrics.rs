@@ -12,6 +12,7 @@ use crate::shared::counters::{self, Counter, LatencySnapshot, QueueSnapshot};
 use crate::shared::histogram::{bucket_upper, BUCKETS};
 
 const GAUGES: &str = include_str!("../../sql/queries/metrics_gauges.sql");
+const HELD: &str = include_str!("../../sql/queries/metrics_held.sql");
 
 /// Counters and recent latency percentiles per queue, since the last reset (or server start). No
 /// rows without shared_preload_libraries.
@@ -215,7 +216,8 @@ fn latency_families(
     }
 }
 
-/// Gauges from the tables: jobs by status, ages, expiring leases and health warnings.
+/// Gauges from the tables: jobs by status, ages, expiring leases, health warnings, and the jobs
+/// each flow control limit holds back.
 fn gauge_families(out: &mut String) -> spi::Result<()> {
     type Row = (String, [i64; 6], [f64; 2], [bool; 3]);
     type Columns = (
@@ -266,6 +268,15 @@ fn gauge_families(out: &mut String) -> spi::Result<()> {
         for (check, on) in ["claimable_age", "expiring_leases", "dead_age"].iter().zip(warnings) {
             let _ =
                 writeln!(out, "jq_health_warning{{queue=\"{}\",check=\"{check}\"}} {}", escape(queue), u8::from(*on));
+        }
+    }
+    header(out, "jq_held_back_jobs", "gauge", "Claimable jobs a limit holds back now, by limit (flow control).");
+    type Held = (Option<String>, Option<i64>, Option<i64>, Option<i64>, Option<i64>);
+    for (queue, a, b, c, d) in db::read_only_rows::<Held>(HELD, &[])? {
+        let limits = ["concurrency_limit", "key_concurrency_limit", "rate_limit", "key_rate_limit"];
+        for (limit, n) in limits.iter().zip([a, b, c, d]) {
+            let (queue, n) = (escape(&queue.clone().unwrap_or_default()), n.unwrap_or(0));
+            let _ = writeln!(out, "jq_held_back_jobs{{queue=\"{queue}\",limit=\"{limit}\"}} {n}");
         }
     }
     Ok(())
