@@ -197,14 +197,20 @@ fn listeners_come_and_go_and_the_next_one_is_still_notified() {
     drop(marker_only);
 }
 
-/// A session that runs one waiting claim on a thread; the result is its claimed job ids.
+/// A session that runs one waiting claim on a thread; the result is its claimed job ids. Its
+/// statement_timeout (100 s) is shorter than the four-minute waits the tests use, so a wake-up
+/// that never comes fails the test (57014) rather than letting the wait's end claim the job.
 fn waiting_claim(
     cluster: &Cluster,
     queue: &'static str,
     wait: &'static str,
 ) -> thread::JoinHandle<Result<Vec<i64>, postgres::Error>> {
     let mut client = cluster.connect();
-    client.batch_execute("SET application_name = 'waiter'; SET pg_jobqueue.wait_recheck = '1h'").unwrap();
+    client
+        .batch_execute(
+            "SET application_name = 'waiter'; SET pg_jobqueue.wait_recheck = '1h'; SET statement_timeout = '100s'",
+        )
+        .unwrap();
     thread::spawn(move || {
         let rows =
             client.query("SELECT id FROM jq_claim($1, 'waiter', wait => $2::text::interval)", &[&queue, &wait])?;
@@ -366,6 +372,62 @@ fn a_waiting_claim_of_a_full_limited_queue_sleeps_without_its_lock() {
     let claimed = waiter.join().unwrap();
     assert_eq!(claimed.len(), 1);
     assert_ne!(claimed[0], running);
+}
+
+/// A waiting claim held back by a key's limit sleeps without the key's lock, and the completion
+/// that frees the key's slot wakes it: with an hour between rechecks, nothing else could.
+#[test]
+fn a_waiting_claim_held_back_by_a_key_limit_wakes_when_the_slot_frees() {
+    let cluster = Cluster::start_with(&[PRELOAD]);
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute(
+            "SELECT jq_configure('keys', '{\"key_concurrency_limit\": 1}');
+             SELECT jq_enqueue_batch('keys', array_fill('{}'::jsonb, ARRAY[2]), concurrency_key => 'a')",
+        )
+        .unwrap();
+    let row = admin.query_one("SELECT id, lease_token FROM jq_claim('keys', 'busy')", &[]).unwrap();
+    let (running, token): (i64, i64) = (row.get(0), row.get(1));
+    let waiter = waiting_claim(&cluster, "keys", "4 min");
+    assert_eq!(sleeping_waiter(&mut admin), (true, true), "the sleeping claim holds an id or a snapshot");
+    let locks: i64 = admin
+        .query_one("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 27249", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(locks, 0, "the sleeping claim holds a key's lock");
+    assert!(admin.query_one("SELECT jq_complete($1, 'busy', $2)", &[&running, &token]).unwrap().get::<_, bool>(0));
+    let claimed = waiter.join().unwrap().unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_ne!(claimed[0], running);
+}
+
+/// A waiting claim held back by its queue's rate wakes when the next window opens (windows of two
+/// seconds here), with an hour between rechecks.
+#[test]
+fn a_waiting_claim_held_back_by_a_rate_wakes_when_the_window_opens() {
+    let cluster = Cluster::start_with(&[PRELOAD]);
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute(
+            "SELECT jq_configure('rated', '{\"rate_limit\": 1, \"rate_period\": \"2 seconds\"}');
+             SELECT jq_enqueue_batch('rated', array_fill('{}'::jsonb, ARRAY[2]))",
+        )
+        .unwrap();
+    let first: i64 = admin.query_one("SELECT id FROM jq_claim('rated', 'w')", &[]).unwrap().get(0);
+    let waiter = waiting_claim(&cluster, "rated", "4 min");
+    let claimed = waiter.join().unwrap().unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_ne!(claimed[0], first);
+    // The second claim came in a later window than the first's.
+    let later: bool = admin
+        .query_one(
+            "SELECT c.claimed_at >= f.claimed_at - mod(extract(epoch FROM f.claimed_at), 2) * interval '1 s' + interval '2 s'
+             FROM jq_jobs c, jq_jobs f WHERE c.id = $1 AND f.id = $2",
+            &[&claimed[0], &first],
+        )
+        .unwrap()
+        .get(0);
+    assert!(later, "claimed within the window the first claim used up");
 }
 
 #[test]
