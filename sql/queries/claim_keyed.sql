@@ -36,11 +36,15 @@
     ) AS slots
     CROSS JOIN LATERAL (
         -- The key's rate: what is left of it in this window. A count of a newer window (another
-        -- claim read the clock later) holds back as if it were this one's.
-        SELECT coalesce($13::int OPERATOR(pg_catalog.-) coalesce((
-                   SELECT c.claims FROM jq_rate_counts c
-                   WHERE c.queue_id = (SELECT id FROM queue) AND c.concurrency_key = keys.concurrency_key
-                     AND c.window_start >= $14::timestamptz), 0), 2147483647) AS free
+        -- claim read a later clock) leaves nothing: this claim's window is over.
+        SELECT CASE WHEN $13::int IS NULL THEN 2147483647
+                    ELSE coalesce((SELECT CASE WHEN c.window_start > $14::timestamptz THEN 0
+                                               WHEN c.window_start = $14::timestamptz
+                                               THEN $13::int OPERATOR(pg_catalog.-) c.claims
+                                               ELSE $13::int END
+                                   FROM jq_rate_counts c
+                                   WHERE c.queue_id = (SELECT id FROM queue)
+                                     AND c.concurrency_key = keys.concurrency_key), $13::int) END AS free
     ) AS rate
     CROSS JOIN LATERAL (
         SELECT j.ctid

@@ -1,8 +1,8 @@
 -- $1 queue_name, $2 the rates' keys ('': the queue's own), $3 the claims to count for each, $4 the
 -- window they were claimed in.
--- Counts claims against their rates. A window never goes back: claims counted for a window older
--- than the one a rate last counted in (a claim whose clock read came before another's) are added
--- to the newer one, which can only hold back more.
+-- Counts claims against their rates, in the window of the claim's clock. The claim was admitted
+-- only if no newer window was counted (src/api/rates.rs, claim_keyed.sql), so a window never goes
+-- back; should one ever be older, it is added to the newer window, which can only hold back more.
 INSERT INTO jq_rate_counts AS c (queue_id, concurrency_key, window_start, claims)
 SELECT n.queue_id, k.concurrency_key, $4, k.claims
 FROM jq_queue_ids n,

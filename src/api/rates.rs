@@ -3,8 +3,9 @@
 //! `key_rate_period`. Windows are aligned to the Unix epoch (for a second: each second of the
 //! database clock), and the clock of each claim decides its window.
 //!
-//! A rate is counted in `jq_rate_counts` by the claims it admits, under a lock that makes its
-//! count exact: the queue's rate lock (taken here without waiting: a claim that finds another
+//! A rate is counted in `jq_rate_counts` by the claims it admits, each in the window of its own
+//! clock (a claim whose clock is older than a window already counted takes nothing), under a lock
+//! that makes the count exact: the queue's rate lock (taken here without waiting: a claim that finds another
 //! claimer counting takes nothing, and is woken when that one commits), or the key's lock, which
 //! the key rotation holds anyway (`keys`). The count is read after the lock is taken, in a snapshot
 //! that shows every count committed before, and written in the claim's transaction, which then
@@ -100,7 +101,14 @@ pub fn admit(
     let Some(lock) = KeyLock::try_take(queue_name, "") else {
         return Ok(Err(None));
     };
-    let (window, used) = used(db, queue_name, "", rate.window(now))?;
+    let window = rate.window(now);
+    // A newer window counted (another claim read a later clock): this claim's window is over, and
+    // its caller looks again with a fresh clock, at once.
+    let used = match used(db, queue_name, "")? {
+        Some((counted, _)) if counted > window => return Ok(Err(Some(now))),
+        Some((counted, claims)) if counted == window => claims,
+        _ => 0,
+    };
     let free = rate.limit - used;
     if free <= 0 {
         return Ok(Err(Some(window + rate.period_micros)));
@@ -121,19 +129,10 @@ pub fn count_admitted(db: &mut Session, queue_name: &str, admitted: Admitted, cl
     Ok(())
 }
 
-/// The window a rate counts in now and what it counted there: `window`, unless the rate counted in
-/// a newer one already (another claim read a later clock), which then holds back this claim too.
-fn used(
-    db: &mut Session,
-    queue_name: &str,
-    key: &str,
-    window: pg_sys::TimestampTz,
-) -> spi::Result<(pg_sys::TimestampTz, i32)> {
+/// The window a rate last counted claims in, and how many; None before its first claim.
+fn used(db: &mut Session, queue_name: &str, key: &str) -> spi::Result<Option<(pg_sys::TimestampTz, i32)>> {
     let row = db.rows::<(TimestampWithTimeZone, i32)>(USED, &[queue_name.into(), key.into()])?;
-    Ok(match row.first() {
-        Some(&(counted, claims)) if pg_sys::TimestampTz::from(counted) >= window => (counted.into(), claims),
-        _ => (window, 0),
-    })
+    Ok(row.first().map(|&(counted, claims)| (counted.into(), claims)))
 }
 
 /// Counts claims against rates: `claims[i]` for the rate of `keys[i]` ('': the queue's), in
