@@ -213,6 +213,25 @@ mod tests {
         );
     }
 
+    #[pg_test]
+    fn a_prune_forgets_the_counts_of_windows_that_are_over() {
+        run("SELECT jq_configure('rp', '{\"rate_limit\": 5, \"rate_period\": \"1 second\"}')");
+        run("SELECT jq_configure('rp2', '{\"rate_limit\": 5, \"rate_period\": \"50 years\"}')");
+        for queue in ["rp", "rp2"] {
+            enqueue(queue);
+            assert_eq!(ids(&format!("SELECT id FROM jq_claim('{queue}', 'w')")).len(), 1);
+        }
+        sleep(1.1);
+        run("SELECT jq_prune()");
+        assert_eq!(
+            one::<String>(
+                "SELECT string_agg(n.queue_name, ',') FROM jq_rate_counts JOIN jq_queue_ids n USING (queue_id)"
+            ),
+            "rp2",
+            "the count of the window that is not over stays"
+        );
+    }
+
     /// The next window admits again: two per 2-second window, the first claims made early in a window.
     #[pg_test]
     fn a_rate_admits_again_when_its_next_window_opens() {

@@ -5,7 +5,8 @@
 //! makes the partitions of the coming days, then truncates and drops each day that every queue in it
 //! keeps no longer (no rows deleted, nothing left for vacuum), then deletes row by row what no whole
 //! day took: jobs of a queue with a shorter retention than another of its day, jobs in the default
-//! partition, and cancelled jobs, which stay in the hot table.
+//! partition, and cancelled jobs, which stay in the hot table. It also forgets the counts of rate
+//! windows that are over.
 
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
@@ -18,6 +19,7 @@ const DAYS_MISSING: &str = include_str!("../../sql/queries/history_days_missing.
 const DAYS_EXPIRED: &str = include_str!("../../sql/queries/history_days_expired.sql");
 const PRUNE_HISTORY: &str = include_str!("../../sql/queries/prune_history.sql");
 const PRUNE_CANCELLED: &str = include_str!("../../sql/queries/prune_cancelled.sql");
+const PRUNE_RATE_COUNTS: &str = include_str!("../../sql/queries/prune_rate_counts.sql");
 
 /// How long partition DDL waits for its lock before it gives up until the next prune. Attaching a
 /// day and truncating an expired one wait only for readers of jq_jobs; dropping a day takes an
@@ -45,6 +47,8 @@ pub fn prune(max_jobs: i32) -> spi::Result<i32> {
     let whole_days = drop_expired_days(now)?;
     let cancelled = db::count_planned_per_call(PRUNE_CANCELLED, &[max_jobs.into(), now.into()])?;
     let rows = db::count_planned_per_call(PRUNE_HISTORY, &[(max_jobs - cancelled).into(), now.into()])?;
+    // Not jobs: not counted in what jq_prune returns.
+    db::count_planned_per_call(PRUNE_RATE_COUNTS, &[max_jobs.into(), now.into()])?;
     Ok(whole_days.saturating_add(cancelled).saturating_add(rows))
 }
 
