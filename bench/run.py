@@ -347,6 +347,31 @@ def notify_cost_workload(system, seconds, runs):
     return {k: statistics.median(v) for k, v in figures.items()}
 
 
+RATE_LIMIT = 500
+
+
+def rate_accuracy_workload(system, seconds=30):
+    """The rate limiter's accuracy: W3 for `seconds` on a queue limited to RATE_LIMIT claims a
+    second, then the claims of each whole one-second window (by the claim's clock) against it."""
+    system.cluster.psql(system.name, f"""SELECT jq_configure('bench', '{{"rate_limit": {RATE_LIMIT}, "rate_period": "1 second"}}')""")
+    r = throughput_run(system, "w3", "w3_claim_complete", 1, seconds, {}, RATE_LIMIT * seconds * 2)
+    rows = system.cluster.psql(system.name, """
+        SELECT count(*) FROM jq_jobs WHERE status = 'succeeded'
+        GROUP BY date_trunc('second', claimed_at) ORDER BY date_trunc('second', claimed_at)""").split()
+    system.cluster.psql(system.name, """SELECT jq_configure('bench', '{"rate_limit": null, "rate_period": null}')""")
+    # The first and last windows are cut by the run's start and end.
+    windows = sorted(int(n) for n in rows[1:-1])
+    # pgbench's rate counts the claims that found nothing as well: the jobs are what succeeded.
+    claimed = sum(int(n) for n in rows)
+    result = {"rate": RATE_LIMIT, "windows": len(windows), "min": windows[0], "median": windows[len(windows) // 2],
+              "max": windows[-1], "at_rate": sum(1 for n in windows if n == RATE_LIMIT),
+              "jobs_per_s": claimed / seconds}
+    print(f"  rate    {system.name:9} limit {RATE_LIMIT}/s: claims per window min {result['min']}, median "
+          f"{result['median']}, max {result['max']}, {result['at_rate']} of {len(windows)} windows at the rate "
+          f"({result['jobs_per_s']:.0f} jobs/s)", flush=True)
+    return result
+
+
 def stats_cost_workload(system, seconds, runs):
     """W3 on pg_jobqueue with the shared-memory counters off and on (pg_jobqueue.stats), runs
     alternating: what counting costs the claim + complete cycle."""
@@ -417,6 +442,9 @@ def report(passes):
         nc = result["notify_cost"]
         lines.append(f"w1        jobqueue  NOTIFY off {nc['off']:.0f} jobs/s, default and nobody listening {nc['on']:.0f}, "
                      f"default with a listener {nc['listened']:.0f}, always {nc.get('always', 0):.0f} jobs/s")
+        ra = result["rate_accuracy"]
+        lines.append(f"rate      jobqueue  limit {ra['rate']}/s: claims per whole window min {ra['min']}, median "
+                     f"{ra['median']}, max {ra['max']}, {ra['at_rate']} of {ra['windows']} windows at the rate")
         sc = result["stats_cost"]
         lines.append(f"w3        jobqueue  counters off {sc['off']:.0f} jobs/s, on {sc['on']:.0f} jobs/s: "
                      f"counting costs {sc['cost'] * 100:.1f}% (goal under 3%)")
@@ -478,6 +506,11 @@ def markdown(results):
                       f"| default (NULL), one session listening | {nc['listened']:,.0f} |"]
             if "always" in nc:
                 lines.append(f"| on (true), every enqueue | {nc['always']:,.0f} |")
+        ra = result.get("rate_accuracy")
+        if ra:
+            lines += ["", f"Rate limit of {ra['rate']} claims a second, W3 for 30 s: claims per whole one-second window "
+                          f"min {ra['min']:,}, median {ra['median']:,}, max {ra['max']:,}; {ra.get('at_rate', 0)} of "
+                          f"{ra['windows']} windows at the rate."]
         sc = result.get("stats_cost")
         if sc:
             lines += ["", f"W3 (pg_jobqueue) with the counters off: {sc['off']:,.0f} jobs/s; on: {sc['on']:,.0f} jobs/s; "
@@ -498,7 +531,7 @@ def main():
     parser.add_argument("--runs", type=int, help="runs per workload (the median is reported)")
     parser.add_argument("--port", type=int, default=55497)
     parser.add_argument("--only", help="comma-separated synchronous_commit passes to run (on,off)")
-    parser.add_argument("--workloads", help="comma-separated workloads to run (w1,...,w5, notify, stats, w8); "
+    parser.add_argument("--workloads", help="comma-separated workloads to run (w1,...,w5, notify, rate, stats, w8); "
                         "W6 and W7 only when not given")
     parser.add_argument("--no-preload", action="store_true",
                         help="run the server as installed by default: without shared_preload_libraries")
@@ -537,6 +570,8 @@ def main():
                 passes[sync]["retention"] = retention_workload(systems[0], 1_000_000)
             if not wanted or "notify" in wanted:
                 passes[sync]["notify_cost"] = notify_cost_workload(systems[0], seconds, runs)
+            if not wanted or "rate" in wanted:
+                passes[sync]["rate_accuracy"] = rate_accuracy_workload(systems[0])
             if not wanted or "stats" in wanted:
                 passes[sync]["stats_cost"] = stats_cost_workload(systems[0], seconds, runs)
             if not wanted or "w8" in wanted:
