@@ -417,9 +417,12 @@ fn boundary_10_a_million_job_backlog_keeps_plans_and_recovers_in_bounded_passes(
     };
     client
         .batch_execute(&format!(
-            "PREPARE claim(text, text, interval, int, timestamptz, bool, bigint, int, timestamptz, bigint) AS {};
+            "PREPARE claim(text, text, interval, int, timestamptz, bool, bigint, int, timestamptz, bigint) AS {}{}{};
              PREPARE reap(int, timestamptz, text, bigint[], bigint) AS {};",
+            // The claim statement, as src/api/claim.rs joins it.
+            include_str!("../../../sql/queries/parts/claim_queue.sql"),
             include_str!("../../../sql/queries/claim.sql"),
+            include_str!("../../../sql/queries/parts/claim_update.sql"),
             include_str!("../../../sql/queries/reap.sql")
         ))
         .unwrap();
