@@ -3,15 +3,16 @@
 -- $13 the key rate limit (NULL: none) and $14 its window now (src/api/rates.rs).
 --
 -- The middle of the keyed claim statement, of three files like claim.sql's (src/api/claim.rs joins
--- them, and drops the fairness sections of the other two: starvation is not looked for within a
--- key). For each key: its free slots, its limit (its own, or the queue's key_concurrency_limit) less
--- its jobs running under a current lease,
--- counted in this statement's snapshot, which was taken after the caller took the key's lock, so
--- every claim of the key that committed before is counted and none that has not can run; then
--- its first claimable jobs in claim order, as many as its slots, its rate and its share allow.
+-- them, and drops the fairness sections of the other two: starvation is looked for key by key
+-- here). For each key: its free slots, its limit (its own, or the queue's key_concurrency_limit)
+-- less its jobs running under a current lease, counted in this statement's snapshot, which was
+-- taken after the caller took the key's lock, so every claim of the key that committed before is
+-- counted and none that has not can run; then its starving jobs, oldest first, and its first
+-- claimable jobs in claim order, as many in all as its slots, its rate and its share allow.
 --
--- Plan notes, checked by the plan tests: one range of the key claim index per key, and one of the
--- running index (queue and key) for its count. `LIMIT` refers to the key's own row (a lateral reference), so
+-- Plan notes, checked by the plan tests: ranges of the key claim index per key (the starvation
+-- probes, then claim order), and one of the running index (queue and key) for its count; the only
+-- sort is of the starving jobs. `LIMIT` refers to the key's own row (a lateral reference), so
 -- each key stops after its share; locked rows are only those returned.
 ), keys AS (
     SELECT k.concurrency_key, k.share, k.turn
@@ -47,22 +48,96 @@
                                      AND c.concurrency_key = keys.concurrency_key), $13::int) END AS free
     ) AS rate
     CROSS JOIN LATERAL (
-        SELECT j.ctid
-        FROM jq_live_jobs j
-        WHERE j.queue_id = (SELECT id FROM queue)
-          AND j.concurrency_key = keys.concurrency_key
-          AND j.status OPERATOR(pg_catalog.=) 'pending'
-          AND j.concurrency_key IS NOT NULL
-          AND j.available_at <= $5
-          AND (SELECT open FROM queue)
-          -- Ordering keys: a keyed job waits while another job of its key runs or an earlier one is pending.
-          AND (j.ordering_key IS NULL OR NOT EXISTS (
-                SELECT 1 FROM jq_live_jobs k
-                WHERE k.queue_id = j.queue_id AND k.ordering_key = j.ordering_key
-                  AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
-                  AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
-        ORDER BY j.priority DESC, j.available_at, j.id
-        LIMIT greatest(least(keys.share, slots.free, rate.free), 0)
-        FOR UPDATE OF j SKIP LOCKED
+        SELECT greatest(least(keys.share, slots.free, rate.free), 0) AS n
+    ) AS take
+    CROSS JOIN LATERAL (
+        -- Starving jobs of the key first, oldest first (README, "Fairness", within each key): its
+        -- priorities by a skip scan of the key claim index, each with its oldest pending job, and
+        -- of those whose oldest starves, the oldest starving jobs, locked by ctid and checked again
+        -- on the version locked. When none starves, the usual case, this reads the probes only.
+        -- Then claim order. A job in both branches is returned twice and updated once.
+        SELECT u.ctid FROM (
+            SELECT s.ctid FROM (
+                SELECT j.ctid
+                FROM jq_live_jobs j
+                WHERE j.ctid = ANY (ARRAY(
+                        WITH RECURSIVE oldest AS (
+                            SELECT f.priority, f.available_at
+                            FROM (
+                                SELECT o.priority, o.available_at
+                                FROM jq_live_jobs o
+                                WHERE o.queue_id = (SELECT id FROM queue)
+                                  AND o.concurrency_key = keys.concurrency_key
+                                  AND o.status OPERATOR(pg_catalog.=) 'pending'
+                                  AND o.concurrency_key IS NOT NULL
+                                ORDER BY o.priority DESC, o.available_at, o.id
+                                LIMIT 1
+                            ) AS f
+                            UNION ALL
+                            SELECT n.priority, n.available_at
+                            FROM oldest l
+                            CROSS JOIN LATERAL (
+                                SELECT o.priority, o.available_at
+                                FROM jq_live_jobs o
+                                WHERE o.queue_id = (SELECT id FROM queue)
+                                  AND o.concurrency_key = keys.concurrency_key
+                                  AND o.status OPERATOR(pg_catalog.=) 'pending'
+                                  AND o.concurrency_key IS NOT NULL
+                                  AND o.priority < l.priority
+                                ORDER BY o.priority DESC, o.available_at, o.id
+                                LIMIT 1
+                            ) AS n
+                        )
+                        SELECT t.ctid
+                        FROM oldest l
+                        CROSS JOIN LATERAL (
+                            SELECT o.ctid, o.available_at, o.id
+                            FROM jq_live_jobs o
+                            WHERE o.queue_id = (SELECT id FROM queue)
+                              AND o.concurrency_key = keys.concurrency_key
+                              AND o.status OPERATOR(pg_catalog.=) 'pending'
+                              AND o.concurrency_key IS NOT NULL
+                              AND o.priority >= l.priority AND o.priority <= l.priority
+                              AND o.available_at <= (SELECT starving_before FROM queue)
+                            ORDER BY o.priority DESC, o.available_at, o.id
+                            LIMIT take.n
+                        ) AS t
+                        WHERE l.available_at <= (SELECT starving_before FROM queue)
+                        ORDER BY t.available_at, t.id
+                        LIMIT take.n))
+                  AND j.queue_id = (SELECT id FROM queue)
+                  AND j.concurrency_key = keys.concurrency_key
+                  AND j.status OPERATOR(pg_catalog.=) 'pending'
+                  AND j.available_at <= (SELECT starving_before FROM queue)
+                  AND (SELECT open FROM queue)
+                  AND (j.ordering_key IS NULL OR NOT EXISTS (
+                        SELECT 1 FROM jq_live_jobs k
+                        WHERE k.queue_id = j.queue_id AND k.ordering_key = j.ordering_key
+                          AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
+                          AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
+                FOR UPDATE OF j SKIP LOCKED
+            ) AS s
+            UNION ALL
+            SELECT p.ctid FROM (
+                SELECT j.ctid
+                FROM jq_live_jobs j
+                WHERE j.queue_id = (SELECT id FROM queue)
+                  AND j.concurrency_key = keys.concurrency_key
+                  AND j.status OPERATOR(pg_catalog.=) 'pending'
+                  AND j.concurrency_key IS NOT NULL
+                  AND j.available_at <= $5
+                  AND (SELECT open FROM queue)
+                  -- Ordering keys: a keyed job waits while another job of its key runs or an earlier one is pending.
+                  AND (j.ordering_key IS NULL OR NOT EXISTS (
+                        SELECT 1 FROM jq_live_jobs k
+                        WHERE k.queue_id = j.queue_id AND k.ordering_key = j.ordering_key
+                          AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
+                          AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
+                ORDER BY j.priority DESC, j.available_at, j.id
+                LIMIT take.n
+                FOR UPDATE OF j SKIP LOCKED
+            ) AS p
+        ) AS u
+        LIMIT take.n
     ) AS c
     LIMIT $4

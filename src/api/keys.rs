@@ -478,6 +478,34 @@ mod tests {
         assert!(metrics.contains("jq_held_back_jobs{queue=\"h3\",limit=\"rate_limit\"} 3"), "{metrics}");
     }
 
+    /// Within a key, the starvation limit keeps its meaning: a job of the key claimable for longer
+    /// than the limit goes before the key's fresher, higher-priority jobs, oldest first.
+    #[pg_test]
+    fn a_starving_job_of_a_key_goes_before_its_fresher_higher_priorities() {
+        run("SELECT jq_configure('ks', '{\"starvation_limit\": \"1 minute\"}')");
+        let fresh_high = one::<i64>("SELECT jq_enqueue('ks', '{}', priority => 100, concurrency_key => 'a')");
+        let waiting_low = one::<i64>(
+            "SELECT jq_enqueue('ks', '{}', priority => -5, run_at => clock_timestamp() - interval '30 s',
+                               concurrency_key => 'a')",
+        );
+        let starving_mid = one::<i64>(
+            "SELECT jq_enqueue('ks', '{}', priority => 3, run_at => clock_timestamp() - interval '2 minutes',
+                               concurrency_key => 'a')",
+        );
+        let starving_low = one::<i64>(
+            "SELECT jq_enqueue('ks', '{}', priority => -10, run_at => clock_timestamp() - interval '5 minutes',
+                               concurrency_key => 'a')",
+        );
+        let order: Vec<i64> = (0..4).flat_map(|_| ids("SELECT id FROM jq_claim('ks', 'w')")).collect();
+        assert_eq!(order, vec![starving_low, starving_mid, fresh_high, waiting_low]);
+        one::<i64>("SELECT jq_enqueue('ks', '{}', priority => 1, concurrency_key => 'b')");
+        let old = one::<i64>(
+            "SELECT jq_enqueue('ks', '{}', run_at => clock_timestamp() - interval '2 minutes', concurrency_key => 'b')",
+        );
+        let batch = ids("SELECT id FROM jq_claim('ks', 'w', batch_size => 2)");
+        assert_eq!(batch.first(), Some(&old), "in a batch, too, the starving job comes first: {batch:?}");
+    }
+
     #[pg_test]
     fn a_keyed_job_is_claimed_in_claim_order_within_its_key() {
         let low = one::<i64>("SELECT jq_enqueue('ko', '{}', priority => 1, concurrency_key => 'a')");

@@ -227,7 +227,7 @@ mod tests {
                      ARRAY['k1', 'k2'], ARRAY[{batch}, {batch}], {key_rate}"
                 ),
             );
-            assert_no_sort_and_no_seq_scan(&keyed);
+            assert_sorts_only_starving_jobs(&keyed);
             assert_reads_index(&keyed, "jq_live_jobs_key_claim");
             assert_index_cond(&keyed, "jq_live_jobs_running", "concurrency_key = ");
             assert_has_node(&keyed, "Tid Scan");
