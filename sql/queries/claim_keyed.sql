@@ -55,8 +55,13 @@
         -- priorities by a skip scan of the key claim index, each with its oldest pending job, and
         -- of those whose oldest starves, the oldest starving jobs, locked by ctid and checked again
         -- on the version locked. When none starves, the usual case, this reads the probes only.
-        -- Then claim order. A job in both branches is returned twice and updated once.
+        -- Then claim order. A job in both branches is returned twice and updated once. Two
+        -- statements are made of this file (src/api/claim.rs): this one, and one without the lines
+        -- from "key starvation: begin" to "key starvation: end", for claims whose keys' pending
+        -- jobs all had one priority when the rotation read them (claim_keys.sql), where claim
+        -- order is oldest first already.
         SELECT u.ctid FROM (
+-- key starvation: begin
             SELECT s.ctid FROM (
                 SELECT j.ctid
                 FROM jq_live_jobs j
@@ -118,6 +123,7 @@
                 FOR UPDATE OF j SKIP LOCKED
             ) AS s
             UNION ALL
+-- key starvation: end
             SELECT p.ctid FROM (
                 SELECT j.ctid
                 FROM jq_live_jobs j

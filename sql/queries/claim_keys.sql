@@ -3,7 +3,9 @@
 -- key rotation goes next (src/api/keys.rs; README, "Flow control"). One probe of the key claim
 -- index each, a skip scan: the first entry after the key before. A key's jobs may all be scheduled
 -- later, or its running jobs at its limit; the claim (claim_keyed.sql) decides. Each with its
--- weight in the rotation (jq_key_settings; 1 without a row).
+-- weight in the rotation (jq_key_settings; 1 without a row), and whether its pending jobs have
+-- more than one priority (its first and its last in claim order, two probes): only then can a
+-- starving job of the key be anywhere but first in claim order.
 WITH RECURSIVE queue AS (
     SELECT n.queue_id AS id FROM jq_queue_ids n WHERE n.queue_name = $1
 ), keys AS (
@@ -36,5 +38,13 @@ WITH RECURSIVE queue AS (
 -- In the order the recursion found them, which a scan of its result keeps (an ORDER BY would sort).
 SELECT k.concurrency_key,
        coalesce((SELECT s.weight FROM jq_key_settings s
-                 WHERE s.queue_name = $1 AND s.concurrency_key = k.concurrency_key), 1)
+                 WHERE s.queue_name = $1 AND s.concurrency_key = k.concurrency_key), 1),
+       coalesce((SELECT j.priority FROM jq_live_jobs j
+                 WHERE j.queue_id = (SELECT id FROM queue) AND j.concurrency_key = k.concurrency_key
+                   AND j.status OPERATOR(pg_catalog.=) 'pending' AND j.concurrency_key IS NOT NULL
+                 ORDER BY j.priority DESC, j.available_at, j.id LIMIT 1)
+                <> (SELECT j.priority FROM jq_live_jobs j
+                    WHERE j.queue_id = (SELECT id FROM queue) AND j.concurrency_key = k.concurrency_key
+                      AND j.status OPERATOR(pg_catalog.=) 'pending' AND j.concurrency_key IS NOT NULL
+                    ORDER BY j.priority, j.available_at DESC, j.id DESC LIMIT 1), false)
 FROM keys k

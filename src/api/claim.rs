@@ -244,7 +244,7 @@ fn take_in_turn(
 ) -> spi::Result<Taken> {
     let keyed_rows = |db: &mut Session, want: i32| -> spi::Result<Vec<(ClaimedJob, ClaimOrder)>> {
         let rows: Vec<ClaimedRow> =
-            keys::claim(db, statement_keyed(), || args(want), queue_name, want, key_rate, now, {
+            keys::claim(db, statements_keyed(), || args(want), queue_name, want, key_rate, now, {
                 |row: &ClaimedRow| row.10.as_deref()
             })?;
         Ok(rows.into_iter().map(claimed_job).collect())
@@ -331,7 +331,7 @@ fn move_front(
 /// The claim statement: `claim.sql` between its parts, or (`lean`) the statement made from it
 /// without the fairness check, as that file's header describes.
 pub(crate) fn statement(lean: bool) -> &'static str {
-    static LEAN: LazyLock<String> = LazyLock::new(|| without_fairness(CLAIM));
+    static LEAN: LazyLock<String> = LazyLock::new(|| without_sections(CLAIM, "fairness"));
     if lean {
         LEAN.as_str()
     } else {
@@ -339,22 +339,26 @@ pub(crate) fn statement(lean: bool) -> &'static str {
     }
 }
 
-/// The keyed claim statement: `claim_keyed.sql` between the same parts, without their fairness
-/// sections.
-pub(crate) fn statement_keyed() -> &'static str {
-    static KEYED_LEAN: LazyLock<String> = LazyLock::new(|| without_fairness(KEYED));
-    KEYED_LEAN.as_str()
+/// The keyed claim statements: `claim_keyed.sql` between the same parts, without their fairness
+/// sections; the first also without its key starvation section (as that file's header says).
+pub(crate) fn statements_keyed() -> (&'static str, &'static str) {
+    static KEYED: LazyLock<(String, String)> = LazyLock::new(|| {
+        let starvation = without_sections(self::KEYED, "fairness");
+        (without_sections(&starvation, "key starvation"), starvation)
+    });
+    (KEYED.0.as_str(), KEYED.1.as_str())
 }
 
-/// `sql` without its lines from each `-- fairness: begin` to the next `-- fairness: end`, and with
-/// the text of each `-- lean: ` line instead.
-fn without_fairness(sql: &str) -> String {
+/// `sql` without its lines from each `-- <name>: begin` to the next `-- <name>: end`, and with the
+/// text of each `-- lean: ` line instead.
+fn without_sections(sql: &str, name: &str) -> String {
+    let (begin, end) = (format!("-- {name}: begin"), format!("-- {name}: end"));
     let mut lean = String::with_capacity(sql.len());
     let mut skipping = false;
     for line in sql.lines() {
         match line.trim() {
-            "-- fairness: begin" => skipping = true,
-            "-- fairness: end" => skipping = false,
+            marker if marker == begin => skipping = true,
+            marker if marker == end => skipping = false,
             _ if skipping => {}
             _ => {
                 lean.push_str(line.strip_prefix("-- lean: ").unwrap_or(line));
@@ -362,7 +366,7 @@ fn without_fairness(sql: &str) -> String {
             }
         }
     }
-    assert!(!skipping, "a fairness section of claim.sql has no end");
+    assert!(!skipping, "a {name} section of a claim statement has no end");
     lean
 }
 
@@ -446,7 +450,7 @@ mod unit {
     #[test]
     #[should_panic(expected = "has no end")]
     fn an_unended_fairness_section_is_refused() {
-        without_fairness("SELECT 1\n-- fairness: begin\n, 2\n");
+        without_sections("SELECT 1\n-- fairness: begin\n, 2\n", "fairness");
     }
 }
 

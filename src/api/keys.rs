@@ -42,9 +42,10 @@ const KEY_LOCK_CLASS: u16 = 0x6A71;
 /// One session's place in one queue's rotation.
 #[derive(Default)]
 struct Rotation {
-    /// The keys to visit next, in key order, read ahead, each with what is left of its turn: its
-    /// weight (jq_key_settings), less what it took when a claim's batch ended inside its turn.
-    upcoming: VecDeque<(String, i32)>,
+    /// The keys to visit next, in key order, read ahead, each with what is left of its turn (its
+    /// weight in jq_key_settings, less what it took when a claim's batch ended inside its turn)
+    /// and whether its pending jobs had more than one priority when read.
+    upcoming: VecDeque<(String, i32, bool)>,
     /// The last key visited or read ahead ("": none yet, the rotation starts at the first key).
     after: String,
     /// Whether the last look reached the last key: once `upcoming` is empty, the round is over.
@@ -95,13 +96,14 @@ pub fn enqueued_keyed(queue_name: &str) {
 }
 
 /// Claims up to `want` jobs with a concurrency key, key by key from where this session's rotation
-/// stands: `statement` with `args()` ($1 to $10 of claim.sql) and, as $11 to $14, the keys locked,
+/// stands: one of `statements` (the second when a key's pending jobs have more than one priority,
+/// so that its starving jobs are looked for) with `args()` ($1 to $10 of claim.sql) and, as $11 to $14, the keys locked,
 /// each one's share, and the key rate (`key_rate`) with its window at `now`. Counts what each key
 /// took against its rate. Returns the claimed rows.
 #[allow(clippy::too_many_arguments)]
 pub fn claim<T>(
     db: &mut Session,
-    statement: &'static str,
+    statements: (&'static str, &'static str),
     args: impl Fn() -> [DatumWithOid<'static>; 10],
     queue_name: &str,
     want: i32,
@@ -123,14 +125,14 @@ where
         };
         visited += 1;
         // The keys whose turns cover what is left of the batch, each locked (or passed over).
-        let mut locked: Vec<(String, i32, KeyLock)> = Vec::new();
-        let take = |(key, turn): (String, i32), locked: &mut Vec<(String, i32, KeyLock)>| {
+        let mut locked: Vec<(String, i32, bool, KeyLock)> = Vec::new();
+        let take = |(key, turn, mixed): (String, i32, bool), locked: &mut Vec<(String, i32, bool, KeyLock)>| {
             if let Some(lock) = KeyLock::try_take(queue_name, &key) {
-                locked.push((key, turn, lock));
+                locked.push((key, turn, mixed, lock));
             }
         };
         take(first, &mut locked);
-        while locked.iter().map(|(_, turn, _)| turn).sum::<i32>() < left && visited < MOST_KEYS_PER_CLAIM {
+        while locked.iter().map(|(_, turn, ..)| turn).sum::<i32>() < left && visited < MOST_KEYS_PER_CLAIM {
             let Some(next) = with_rotation(queue_name, |r| r.upcoming.pop_front()) else {
                 break;
             };
@@ -143,7 +145,8 @@ where
         refuse_a_stale_count(db, queue_name)?;
         let keys: Vec<String> = locked.iter().map(|(key, ..)| key.clone()).collect();
         let round_over = with_rotation(queue_name, |r| r.upcoming.is_empty() && r.at_end);
-        let shares = shares(&locked.iter().map(|(_, turn, _)| *turn).collect::<Vec<_>>(), left, round_over);
+        let shares = shares(&locked.iter().map(|(_, turn, ..)| *turn).collect::<Vec<_>>(), left, round_over);
+        let statement = if locked.iter().any(|(_, _, mixed, _)| *mixed) { statements.1 } else { statements.0 };
         let mut all = Vec::from(args());
         all.push(keys.into());
         all.push(shares.clone().into());
@@ -152,11 +155,11 @@ where
         let rows: Vec<T> = db.rows(statement, &all)?;
         let mut counted = (Vec::new(), Vec::new());
         let mut turn_goes_on = Vec::new();
-        for ((key, turn, lock), share) in locked.into_iter().zip(&shares) {
+        for ((key, turn, mixed, lock), share) in locked.into_iter().zip(&shares) {
             let took = rows.iter().filter(|row| keyed_job(row) == Some(key.as_str())).count() as i32;
             // A key that took all its share with some of its turn left goes on at the next claim.
             if took == *share && took < turn {
-                turn_goes_on.push((key.clone(), turn - took));
+                turn_goes_on.push((key.clone(), turn - took, mixed));
             }
             // A key that got a job keeps its lock until the transaction ends.
             if took > 0 {
@@ -180,17 +183,18 @@ where
 
 /// The next key of the rotation with its turn, reading ahead when none is left; None at the end of
 /// a round, when the jobs without a key take their turn and the next round starts at the first key.
-fn next_key(db: &mut Session, queue_name: &str) -> spi::Result<Option<(String, i32)>> {
+fn next_key(db: &mut Session, queue_name: &str) -> spi::Result<Option<(String, i32, bool)>> {
     if let Some(key) = with_rotation(queue_name, |r| r.upcoming.pop_front()) {
         return Ok(Some(key));
     }
     let (after, at_end) = with_rotation(queue_name, |r| (r.after.clone(), r.at_end));
     if !at_end {
-        let keys: Vec<(String, i32)> = db.rows(KEYS, &[queue_name.into(), after.as_str().into(), LOOKAHEAD.into()])?;
+        let keys: Vec<(String, i32, bool)> =
+            db.rows(KEYS, &[queue_name.into(), after.as_str().into(), LOOKAHEAD.into()])?;
         let found = keys.len();
         let key = with_rotation(queue_name, |r| {
             r.upcoming.extend(keys);
-            r.after = r.upcoming.back().map(|(key, _)| key.clone()).unwrap_or_default();
+            r.after = r.upcoming.back().map(|(key, ..)| key.clone()).unwrap_or_default();
             r.at_end = found < LOOKAHEAD as usize;
             if found == 0 && after.is_empty() {
                 r.no_keys_until = Some(Instant::now() + NO_KEYS_RECHECK);

@@ -217,9 +217,15 @@ mod tests {
         let keys = generic_plan(crate::api::keys::KEYS, "text, text, int", "'q1', '', 32");
         assert_no_sort_and_no_seq_scan(&keys);
         assert_reads_index(&keys, "jq_live_jobs_key_claim");
-        for (batch, key_rate) in [(1, "NULL, NULL"), (1000, "NULL, NULL"), (1, "5, now()")] {
+        let (lean, starvation) = crate::api::claim::statements_keyed();
+        for (batch, key_rate, statement) in [
+            (1, "NULL, NULL", lean),
+            (1, "NULL, NULL", starvation),
+            (1000, "NULL, NULL", starvation),
+            (1, "5, now()", lean),
+        ] {
             let keyed = generic_plan(
-                crate::api::claim::statement_keyed(),
+                statement,
                 "text, text, interval, int, timestamptz, boolean, bigint, int, timestamptz, bigint, text[], int[], \
                  int, timestamptz",
                 &format!(
