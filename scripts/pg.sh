@@ -2,6 +2,7 @@
 # A throwaway PostgreSQL 15 cluster for tests and the demo.
 #   scripts/pg.sh start DIR PORT [extra postgresql.conf lines...]   initdb if needed, then start
 #   scripts/pg.sh stop DIR                                           fast shutdown, then remove DIR
+#   scripts/pg.sh halt DIR                                           fast shutdown; keeps DIR
 #   scripts/pg.sh crash DIR                                          immediate shutdown (as a crash); keeps DIR
 # As root the server runs as the `postgres` user (PostgreSQL refuses to run as root).
 set -euo pipefail
@@ -41,14 +42,19 @@ stop() {
   rm -rf "$dir"
 }
 
+halt() {
+  as_pg "$BIN/pg_ctl" -D "$1" -m fast -w -t 60 stop >/dev/null
+}
+
 crash() {
   as_pg "$BIN/pg_ctl" -D "$1" -m immediate -w -t 60 stop >/dev/null
 }
 
-cmd=${1:?usage: pg.sh start DIR PORT [conf...] | stop DIR | crash DIR}; shift
+cmd=${1:?usage: pg.sh start DIR PORT [conf...] | stop DIR | halt DIR | crash DIR}; shift
 case "$cmd" in
   start) start "$@" ;;
   stop) stop "$@" ;;
+  halt) halt "$@" ;;
   crash) crash "$@" ;;
-  *) echo "usage: pg.sh start DIR PORT [conf...] | stop DIR | crash DIR" >&2; exit 2 ;;
+  *) echo "usage: pg.sh start DIR PORT [conf...] | stop DIR | halt DIR | crash DIR" >&2; exit 2 ;;
 esac

@@ -33,10 +33,13 @@ CREATE TABLE jq_token_epochs (
 );
 SELECT pg_catalog.pg_extension_config_dump('jq_token_epochs', '');
 
--- Enqueue takes a concurrency key (README, "Flow control"): the functions of 0.2.0 give way to
--- ones with the new trailing argument, so that no call has two candidates.
+-- Enqueue takes a concurrency key (README, "Flow control") and a deadline (README, "Snooze and
+-- deadlines"), and a completion a result (README, "Results and waiting"): the functions of 0.2.0
+-- give way to ones with the new trailing arguments, so that no call has two candidates.
 DROP FUNCTION jq_enqueue(text, jsonb, int, timestamptz, int, text, text);
 DROP FUNCTION jq_enqueue_batch(text, jsonb[], int, timestamptz, int);
+DROP FUNCTION jq_complete(bigint, text, bigint);
+DROP FUNCTION jq_complete_batch(bigint[], text, bigint[]);
 CREATE  FUNCTION "jq_enqueue"(
 	"queue_name" TEXT, /* Option < & str > */
 	"payload" jsonb, /* Option < Payload > */
@@ -45,7 +48,8 @@ CREATE  FUNCTION "jq_enqueue"(
 	"max_attempts" INT DEFAULT NULL, /* Option < i32 > */
 	"dedup_key" TEXT DEFAULT NULL, /* Option < & str > */
 	"ordering_key" TEXT DEFAULT NULL, /* Option < & str > */
-	"concurrency_key" TEXT DEFAULT NULL /* Option < & str > */
+	"concurrency_key" TEXT DEFAULT NULL, /* Option < & str > */
+	"expires_at" timestamp with time zone DEFAULT NULL /* Option < TimestampWithTimeZone > */
 ) RETURNS bigint /* spi :: Result < i64 > */
 VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, @extschema@, pg_temp
@@ -58,14 +62,155 @@ CREATE  FUNCTION "jq_enqueue_batch"(
 	"priority" INT DEFAULT 0, /* Option < i32 > */
 	"run_at" timestamp with time zone DEFAULT NULL, /* Option < TimestampWithTimeZone > */
 	"max_attempts" INT DEFAULT NULL, /* Option < i32 > */
-	"concurrency_key" TEXT DEFAULT NULL /* Option < & str > */
+	"concurrency_key" TEXT DEFAULT NULL, /* Option < & str > */
+	"expires_at" timestamp with time zone DEFAULT NULL /* Option < TimestampWithTimeZone > */
 ) RETURNS SETOF bigint /* i64 */
 VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, @extschema@, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'jq_enqueue_batch_wrapper';
 
+CREATE  FUNCTION "jq_complete"(
+	"job_id" bigint, /* Option < i64 > */
+	"worker" TEXT, /* Option < & str > */
+	"lease_token" bigint, /* Option < i64 > */
+	"result" jsonb DEFAULT NULL /* Option < Payload > */
+) RETURNS bool /* spi :: Result < bool > */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, @extschema@, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'jq_complete_wrapper';
+
+CREATE  FUNCTION "jq_complete_batch"(
+	"job_ids" bigint[], /* :: std :: option :: Option < Vec < Option < i64 > > > */
+	"worker" TEXT, /* Option < & str > */
+	"lease_tokens" bigint[], /* :: std :: option :: Option < Vec < Option < i64 > > > */
+	"results" jsonb[] DEFAULT NULL /* :: std :: option :: Option < Vec < Option < Payload > > > */
+) RETURNS TABLE (
+	"id" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, @extschema@, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'jq_complete_batch_wrapper';
+
 -- The functions that are new in 0.3.0.
+CREATE  FUNCTION "jq_result"(
+	"job_id" bigint /* Option < i64 > */
+) RETURNS TABLE (
+	"status" jq_status,  /* Status */
+	"result" jsonb,  /* Option < Payload > */
+	"last_error_code" TEXT,  /* Option < String > */
+	"last_error_message" TEXT,  /* Option < String > */
+	"finished_at" timestamp with time zone  /* Option < TimestampWithTimeZone > */
+)
+STABLE PARALLEL SAFE
+SET search_path TO pg_catalog, @extschema@, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'jq_result_wrapper';
+
+CREATE  FUNCTION "jq_await"(
+	"job_id" bigint, /* Option < i64 > */
+	"wait" interval /* Option < Interval > */
+) RETURNS TABLE (
+	"status" jq_status,  /* Status */
+	"result" jsonb,  /* Option < Payload > */
+	"last_error_code" TEXT,  /* Option < String > */
+	"last_error_message" TEXT,  /* Option < String > */
+	"finished_at" timestamp with time zone  /* Option < TimestampWithTimeZone > */
+)
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, @extschema@, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'jq_await_wrapper';
+
+CREATE  FUNCTION "jq_progress"(
+	"job_id" bigint, /* Option < i64 > */
+	"worker" TEXT, /* Option < & str > */
+	"lease_token" bigint, /* Option < i64 > */
+	"progress" jsonb /* Option < Payload > */
+) RETURNS bool /* spi :: Result < bool > */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, @extschema@, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'jq_progress_wrapper';
+
+CREATE  FUNCTION "jq_progress_of"(
+	"job_id" bigint, /* Option < i64 > */
+	"worker" TEXT, /* Option < & str > */
+	"lease_token" bigint /* Option < i64 > */
+) RETURNS jsonb /* spi :: Result < Option < Payload > > */
+STABLE PARALLEL SAFE
+SET search_path TO pg_catalog, @extschema@, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'jq_progress_of_wrapper';
+
+CREATE  FUNCTION "jq_snooze"(
+	"job_id" bigint, /* Option < i64 > */
+	"worker" TEXT, /* Option < & str > */
+	"lease_token" bigint, /* Option < i64 > */
+	"delay" interval /* Option < Interval > */
+) RETURNS bool /* spi :: Result < bool > */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, @extschema@, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'jq_snooze_wrapper';
+
+CREATE  FUNCTION "jq_schedule"(
+	"name" TEXT, /* Option < & str > */
+	"cron" TEXT, /* Option < & str > */
+	"queue_name" TEXT, /* Option < & str > */
+	"payload" jsonb, /* Option < Payload > */
+	"time_zone" TEXT DEFAULT 'UTC', /* Option < & str > */
+	"catch_up" TEXT DEFAULT 'once', /* Option < & str > */
+	"catch_up_limit" INT DEFAULT 10, /* Option < i32 > */
+	"priority" INT DEFAULT 0, /* Option < i32 > */
+	"max_attempts" INT DEFAULT NULL, /* Option < i32 > */
+	"dedup_key" TEXT DEFAULT NULL, /* Option < & str > */
+	"ordering_key" TEXT DEFAULT NULL, /* Option < & str > */
+	"concurrency_key" TEXT DEFAULT NULL, /* Option < & str > */
+	"paused" bool DEFAULT false /* Option < bool > */
+) RETURNS timestamp with time zone /* spi :: Result < TimestampWithTimeZone > */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, @extschema@, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'jq_schedule_wrapper';
+
+CREATE  FUNCTION "jq_unschedule"(
+	"name" TEXT /* Option < & str > */
+) RETURNS bool /* spi :: Result < bool > */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, @extschema@, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'jq_unschedule_wrapper';
+
+CREATE  FUNCTION "jq_pause_schedule"(
+	"name" TEXT /* Option < & str > */
+) RETURNS bool /* spi :: Result < bool > */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, @extschema@, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'jq_pause_schedule_wrapper';
+
+CREATE  FUNCTION "jq_resume_schedule"(
+	"name" TEXT /* Option < & str > */
+) RETURNS bool /* spi :: Result < bool > */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, @extschema@, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'jq_resume_schedule_wrapper';
+
+CREATE  FUNCTION "jq_cron_next"(
+	"cron" TEXT, /* Option < & str > */
+	"time_zone" TEXT DEFAULT 'UTC', /* Option < & str > */
+	"after" timestamp with time zone DEFAULT NULL, /* Option < TimestampWithTimeZone > */
+	"count" INT DEFAULT 5 /* Option < i32 > */
+) RETURNS SETOF timestamp with time zone /* TimestampWithTimeZone */
+STABLE PARALLEL SAFE
+SET search_path TO pg_catalog, @extschema@, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'jq_cron_next_wrapper';
+
 CREATE  FUNCTION "jq_backoff_delay"(
 	"base" interval, /* Interval */
 	"cap" interval, /* Interval */
@@ -207,6 +352,46 @@ CREATE TABLE jq_rate_counts (
 );
 SELECT pg_catalog.pg_extension_config_dump('jq_rate_counts', '');
 
+-- Recurring jobs (README, "Schedules"): each schedule enqueues a job into its queue, with these
+-- job options, at every tick of its cron expression in its time zone. Ticks are made by the
+-- background worker and by jq_reap() (src/api/schedules.rs): a tick pass locks a due row, enqueues
+-- its jobs and moves next_run on in one transaction, so however many tickers race, each tick
+-- enqueues once. Written only through jq_schedule and its siblings, which check the expression,
+-- the zone and the options as jq_enqueue checks them; the view jq_schedules shows the rows.
+CREATE TABLE jq_schedule_specs (
+    name            text CONSTRAINT jq_schedule_specs_pkey PRIMARY KEY
+                    CONSTRAINT jq_schedule_specs_name_valid CHECK (name ~ '^[A-Za-z0-9_.:-]{1,100}$'),
+    cron            text NOT NULL,
+    time_zone       text NOT NULL,
+    queue_name      text NOT NULL
+                    CONSTRAINT jq_schedule_specs_queue_valid CHECK (queue_name ~ '^[A-Za-z0-9_.:-]{1,60}$'),
+    payload         jsonb NOT NULL,
+    priority        int NOT NULL,
+    max_attempts    int CONSTRAINT jq_schedule_specs_max_attempts_positive CHECK (max_attempts >= 1),
+    dedup_key       text,
+    ordering_key    text,
+    concurrency_key text,
+    -- What a tick pass does with ticks it finds past (the server was down, or no ticker ran):
+    -- 'skip' runs only a tick less than a minute late, 'once' one job for the latest, 'each' one
+    -- job for each of the latest catch_up_limit.
+    catch_up        text NOT NULL
+                    CONSTRAINT jq_schedule_specs_catch_up_known CHECK (catch_up IN ('skip', 'once', 'each')),
+    catch_up_limit  int NOT NULL
+                    CONSTRAINT jq_schedule_specs_catch_up_limit_bounded CHECK (catch_up_limit BETWEEN 1 AND 1000),
+    paused          boolean NOT NULL,
+    -- The next tick, an instant: the cron's next local time in time_zone after the last tick made
+    -- (or after the time of jq_schedule, or of jq_resume_schedule).
+    next_run        timestamptz NOT NULL,
+    last_run        timestamptz,    -- the tick of the last job enqueued
+    last_job_id     bigint,
+    created_at      timestamptz NOT NULL
+);
+
+-- The tick pass: the due schedules, soonest first.
+CREATE INDEX jq_schedule_specs_due ON jq_schedule_specs (next_run) WHERE NOT paused;
+
+SELECT pg_catalog.pg_extension_config_dump('jq_schedule_specs', '');
+
 -- `notify` may now be NULL, the new default: NOTIFY while someone listens, which only a preloaded
 -- library can tell, so without preload never (README, "Wake-ups"). Under 0.2.0, on meant just that
 -- where the library is preloaded, and always where it is not: so a preloaded server's queues that
@@ -238,6 +423,11 @@ $$;
 -- job is now in one of two tables.
 ALTER TABLE jq_job_events DROP CONSTRAINT jq_job_events_job_id_fkey;
 ALTER TABLE jq_jobs RENAME TO jq_jobs_0_2_0;
+
+-- A snooze is an event too (README, "Snooze and deadlines").
+ALTER TABLE jq_job_events DROP CONSTRAINT jq_job_events_event_known,
+    ADD CONSTRAINT jq_job_events_event_known
+        CHECK (event IN ('failed', 'lease_expired', 'retried', 'cancelled', 'snoozed'));
 
 -- Queues by number. Every key of the job tables starts with the queue, and an integer is narrower
 -- than the name and compares without collation rules (README, "Storage"). A name gets its number
@@ -278,6 +468,12 @@ CREATE TABLE jq_live_jobs (
     concurrency_key  text,          -- claimed key by key in turn (README, "Flow control")
     created_at       timestamptz NOT NULL,
     finished_at      timestamptz,
+    -- A pending job not claimed before this ends cancelled, EXPIRED (README, "Snooze and
+    -- deadlines"); NULL: never.
+    expires_at       timestamptz,
+    -- What the worker last reported with jq_progress; kept across retries, so that a retried
+    -- attempt can resume (README, "Progress and checkpoints").
+    progress         jsonb,
     -- What the table itself enforces, whatever code path changes a row: the attempt budget
     -- (max_attempts at least 1, attempt_count within it), and a lease exactly while the job runs.
     -- One constraint, not three: PostgreSQL reads and compiles every CHECK afresh for each
@@ -290,7 +486,7 @@ CREATE TABLE jq_live_jobs (
         AND (status = 'running') = (lease_expires_at IS NOT NULL))
 );
 
--- Six indexes, each for the statements named (README, "Storage"):
+-- Seven indexes, each for the statements named (README, "Storage"):
 
 -- The claim index: only pending rows without a concurrency key, keyed in the claim's own order after the queue. A claim walks
 -- it from the claim front and stops after batch_size rows: it never sorts. It also answers the
@@ -316,6 +512,11 @@ CREATE INDEX jq_live_jobs_key_claim ON jq_live_jobs (queue_id, concurrency_key, 
 -- changes only that column, so it stays a HOT update (no index insertions, and the old version
 -- is pruned on the page).
 CREATE INDEX jq_live_jobs_running ON jq_live_jobs (queue_id, concurrency_key) WHERE status = 'running';
+
+-- Pending jobs with a deadline: the reaper's sweep of those it passed (expire.sql). Only jobs
+-- enqueued with `expires_at` have an entry.
+CREATE INDEX jq_live_jobs_expiring ON jq_live_jobs (expires_at)
+    WHERE status = 'pending' AND expires_at IS NOT NULL;
 
 -- Dead and cancelled jobs: the stats view, re-drive and purge by queue, and the retention of
 -- cancelled jobs (retry_dead.sql, purge_dead.sql, prune_cancelled.sql).
@@ -367,7 +568,11 @@ CREATE TABLE jq_job_history (
     ordering_key       text,
     created_at         timestamptz NOT NULL,
     finished_at        timestamptz NOT NULL,
-    concurrency_key    text
+    concurrency_key    text,
+    expires_at         timestamptz,
+    progress           jsonb,
+    -- What the worker completed the job with (README, "Results and waiting").
+    result             jsonb
 ) PARTITION BY RANGE (finished_at);
 
 CREATE TABLE jq_job_history_default PARTITION OF jq_job_history DEFAULT;
@@ -388,14 +593,14 @@ CREATE VIEW jq_jobs AS
 SELECT j.id, q.queue_name, j.payload, j.status, j.priority, j.available_at, j.attempt_count,
        j.max_attempts, j.lease_owner, j.lease_token, j.lease_expires_at, j.lease_length, j.claimed_at,
        j.run_deadline, j.last_error_code, j.last_error_message, j.dedup_key, j.ordering_key,
-       j.created_at, j.finished_at, j.concurrency_key
+       j.created_at, j.finished_at, j.concurrency_key, j.expires_at, j.progress, NULL::jsonb AS result
 FROM jq_live_jobs j
 JOIN jq_queue_ids q ON q.queue_id = j.queue_id
 UNION ALL
 SELECT h.id, q.queue_name, h.payload, 'succeeded'::jq_status, h.priority, h.available_at,
        h.attempt_count, h.max_attempts, NULL::text, h.lease_token, NULL::timestamptz, h.lease_length,
        h.claimed_at, h.run_deadline, h.last_error_code, h.last_error_message, h.dedup_key,
-       h.ordering_key, h.created_at, h.finished_at, h.concurrency_key
+       h.ordering_key, h.created_at, h.finished_at, h.concurrency_key, h.expires_at, h.progress, h.result
 FROM jq_job_history h
 JOIN jq_queue_ids q ON q.queue_id = h.queue_id;
 
@@ -417,7 +622,8 @@ WHERE o.status OPERATOR(pg_catalog.<>) 'succeeded';
 INSERT INTO jq_job_history
 SELECT o.id, n.queue_id, o.payload, o.priority, o.available_at, o.attempt_count, o.max_attempts,
        o.lease_token, o.lease_length, o.claimed_at, o.run_deadline, o.last_error_code,
-       o.last_error_message, o.dedup_key, o.ordering_key, o.created_at, o.finished_at
+       o.last_error_message, o.dedup_key, o.ordering_key, o.created_at, o.finished_at, NULL, NULL, NULL,
+       NULL
 FROM jq_jobs_0_2_0 o
 JOIN jq_queue_ids n ON n.queue_name OPERATOR(pg_catalog.=) o.queue_name
 WHERE o.status OPERATOR(pg_catalog.=) 'succeeded';
@@ -555,6 +761,17 @@ SELECT j.* FROM jq_jobs j WHERE jq_has_right(j.queue_name, 'manage');
 CREATE VIEW jq_managed_job_events WITH (security_barrier) AS
 SELECT e.* FROM jq_job_events e WHERE jq_has_right(e.queue_name, 'manage');
 
+-- The schedules of the queues the caller may manage (README, "Schedules"): each one's settings, its
+-- last and next run (none while paused), and the status of the job it enqueued last.
+CREATE VIEW jq_schedules WITH (security_barrier) AS
+SELECT s.name, s.cron, s.time_zone, s.queue_name, s.payload, s.paused, s.last_run,
+       CASE WHEN s.paused THEN NULL ELSE s.next_run END AS next_run, s.last_job_id,
+       (SELECT j.status FROM jq_jobs j WHERE j.id = s.last_job_id) AS last_job_status,
+       s.catch_up, s.catch_up_limit, s.priority, s.max_attempts, s.dedup_key, s.ordering_key,
+       s.concurrency_key, s.created_at
+FROM jq_schedule_specs s
+WHERE jq_has_right(s.queue_name, 'manage');
+
 -- Every function of 0.2.0 pins pg_catalog first, as the new ones do.
 DO $$
 DECLARE
@@ -617,9 +834,15 @@ SET search_path = pg_catalog, @extschema@, pg_temp
 AS $$
     VALUES ('enqueue', 'jq_enqueue'::name), ('enqueue', 'jq_enqueue_batch'),
            ('consume', 'jq_claim'), ('consume', 'jq_heartbeat'), ('consume', 'jq_complete'),
-           ('consume', 'jq_complete_batch'), ('consume', 'jq_fail'),
+           ('consume', 'jq_complete_batch'), ('consume', 'jq_fail'), ('consume', 'jq_progress'),
+           ('consume', 'jq_progress_of'), ('consume', 'jq_snooze'),
+           -- A job's outcome: for whoever may put work in or take it out (README, "Results and waiting").
+           ('enqueue', 'jq_result'), ('enqueue', 'jq_await'), ('consume', 'jq_result'), ('consume', 'jq_await'),
+           ('manage', 'jq_result'), ('manage', 'jq_await'),
            ('manage', 'jq_retry'), ('manage', 'jq_cancel'), ('manage', 'jq_retry_dead'),
            ('manage', 'jq_purge_dead'), ('manage', 'jq_configure'), ('manage', 'jq_configure_key'),
+           ('manage', 'jq_schedule'), ('manage', 'jq_unschedule'), ('manage', 'jq_pause_schedule'),
+           ('manage', 'jq_resume_schedule'), ('any', 'jq_cron_next'),
            ('any', 'jq_can_see'), ('any', 'jq_has_right'), ('any', 'jq_queue_counters'),
            ('any', 'jq_failure_counts'), ('any', 'jq_metrics')
 $$;
@@ -638,15 +861,18 @@ DECLARE
                          OR jq_sync_function_rights.role::oid OPERATOR(pg_catalog.=) 'pg_monitor'::regrole::oid;
 BEGIN
     FOR f IN
+        -- A function some privileges share is wanted if any of them is held.
         SELECT p.oid::regprocedure AS signature,
                -- pg_monitor keeps the figures it was given at install, whatever it is granted or not.
-               CASE WHEN m.privilege OPERATOR(pg_catalog.=) 'any' THEN holds_any
-                    ELSE EXISTS (SELECT 1 FROM jq_grants g
-                                 WHERE g.role::oid OPERATOR(pg_catalog.=) jq_sync_function_rights.role::oid
-                                   AND g.privilege OPERATOR(pg_catalog.=) m.privilege) END AS wanted
+               pg_catalog.bool_or(
+                   CASE WHEN m.privilege OPERATOR(pg_catalog.=) 'any' THEN holds_any
+                        ELSE EXISTS (SELECT 1 FROM jq_grants g
+                                     WHERE g.role::oid OPERATOR(pg_catalog.=) jq_sync_function_rights.role::oid
+                                       AND g.privilege OPERATOR(pg_catalog.=) m.privilege) END) AS wanted
         FROM jq_privilege_functions() m
         JOIN pg_catalog.pg_proc p ON p.proname OPERATOR(pg_catalog.=) m.function_name
                                  AND p.pronamespace OPERATOR(pg_catalog.=) '@extschema@'::regnamespace
+        GROUP BY p.oid
     LOOP
         IF f.wanted THEN
             EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', f.signature, role);
@@ -663,9 +889,9 @@ BEGIN
     IF EXISTS (SELECT 1 FROM jq_grants g
                WHERE g.role::oid OPERATOR(pg_catalog.=) jq_sync_function_rights.role::oid
                  AND g.privilege OPERATOR(pg_catalog.=) 'manage') THEN
-        EXECUTE pg_catalog.format('GRANT SELECT ON jq_managed_jobs, jq_managed_job_events TO %s', role);
+        EXECUTE pg_catalog.format('GRANT SELECT ON jq_managed_jobs, jq_managed_job_events, jq_schedules TO %s', role);
     ELSE
-        EXECUTE pg_catalog.format('REVOKE SELECT ON jq_managed_jobs, jq_managed_job_events FROM %s', role);
+        EXECUTE pg_catalog.format('REVOKE SELECT ON jq_managed_jobs, jq_managed_job_events, jq_schedules FROM %s', role);
     END IF;
 END
 $$;

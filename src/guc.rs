@@ -10,6 +10,8 @@ use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
 
 pub static MAX_PAYLOAD_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
+pub static MAX_RESULT_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
+pub static MAX_PROGRESS_BYTES: GucSetting<i32> = GucSetting::<i32>::new(64 * 1024);
 pub static MAX_LEASE_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(24 * 60 * 60);
 pub static MAX_WAIT_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(5 * 60);
 pub static WAIT_RECHECK_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
@@ -49,6 +51,26 @@ pub fn init() {
         c"Largest job payload accepted by jq_enqueue and jq_enqueue_batch.",
         c"Measured as the size of the jsonb value before compression. Larger payloads are refused.",
         &MAX_PAYLOAD_BYTES,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_BYTE,
+    );
+    GucRegistry::define_int_guc(
+        c"pg_jobqueue.max_result_bytes",
+        c"Largest result accepted by jq_complete and jq_complete_batch.",
+        c"Measured as the size of the jsonb value before compression. A completion with a larger result is refused and changes nothing.",
+        &MAX_RESULT_BYTES,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_BYTE,
+    );
+    GucRegistry::define_int_guc(
+        c"pg_jobqueue.max_progress_bytes",
+        c"Largest progress report accepted by jq_progress.",
+        c"Measured as the size of the jsonb value before compression. Progress lives in the table of live jobs, which claims read, so it is kept small.",
+        &MAX_PROGRESS_BYTES,
         1,
         i32::MAX,
         GucContext::Suset,

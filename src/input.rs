@@ -68,6 +68,12 @@ pub fn wait(value: Option<Interval>, now: TimestampWithTimeZone) -> Option<std::
     (micros > 0).then(|| std::time::Duration::from_micros(micros as u64))
 }
 
+/// jq_await's `wait`: present, not negative, within `pg_jobqueue.max_wait`; zero looks once.
+pub fn await_wait(value: Option<Interval>, now: TimestampWithTimeZone) -> std::time::Duration {
+    let value = value.unwrap_or_else(|| null_argument("wait"));
+    wait(Some(value), now).unwrap_or_default()
+}
+
 /// An interval as interval comparison measures it: a month is 30 days, a day 24 hours.
 pub fn nominal_micros(value: Interval) -> i128 {
     value.as_micros()
@@ -127,6 +133,33 @@ pub fn job_batch(job_ids: Option<Vec<Option<i64>>>, lease_tokens: Option<Vec<Opt
     (no_null_elements("job_ids", job_ids), no_null_elements("lease_tokens", lease_tokens))
 }
 
+/// A batch completion's `results`: NULL (none), or one per job (a NULL element: that job has none),
+/// each within `pg_jobqueue.max_result_bytes`. With results, no job may be given twice: it is
+/// completed once, and which of its results it kept would be chance.
+pub fn results(value: Option<Vec<Option<Payload>>>, job_ids: &[i64]) -> Option<Vec<Option<Payload>>> {
+    let results = value?;
+    if results.len() != job_ids.len() {
+        invalid_argument(
+            "results",
+            format_args!(
+                "has {} elements, job_ids has {}: give one result (or NULL) per job",
+                results.len(),
+                job_ids.len()
+            ),
+        );
+    }
+    let mut seen = std::collections::HashSet::new();
+    if let Some(id) = job_ids.iter().find(|id| !seen.insert(**id)) {
+        invalid_argument("job_ids", format_args!("gives job {id} twice, which results do not allow"));
+    }
+    for (i, r) in results.iter().enumerate() {
+        if let Some(r) = r {
+            within(&format!("results[{}]", i + 1), r, "pg_jobqueue.max_result_bytes", guc::MAX_RESULT_BYTES.get());
+        }
+    }
+    Some(results)
+}
+
 fn no_null_elements(argument: &str, values: Vec<Option<i64>>) -> Vec<i64> {
     values
         .into_iter()
@@ -157,14 +190,46 @@ pub fn run_at(value: Option<TimestampWithTimeZone>) -> Option<TimestampWithTimeZ
     value
 }
 
+/// A job's `expires_at`: NULL (never), or a finite time after its `run_at`, before which it could
+/// never be claimed. A time already past is taken: no claim takes the job, and the next expiry
+/// sweep cancels it.
+pub fn expires_at(
+    value: Option<TimestampWithTimeZone>,
+    run_at: Option<TimestampWithTimeZone>,
+) -> Option<TimestampWithTimeZone> {
+    let at = value?;
+    if !at.is_finite() {
+        invalid_argument("expires_at", "must be a finite time");
+    }
+    if run_at.is_some_and(|run_at| pg_sys::TimestampTz::from(at) <= pg_sys::TimestampTz::from(run_at)) {
+        invalid_argument("expires_at", "must be later than run_at");
+    }
+    Some(at)
+}
+
 pub fn payload(argument: &str, value: Option<Payload>) -> Payload {
     let payload = value.unwrap_or_else(|| null_argument(argument));
-    let max = guc::MAX_PAYLOAD_BYTES.get();
-    let size = payload.size_bytes();
-    if size > max as usize {
-        invalid_argument(argument, format_args!("is {size} bytes, more than pg_jobqueue.max_payload_bytes ({max})"));
-    }
+    within(argument, &payload, "pg_jobqueue.max_payload_bytes", guc::MAX_PAYLOAD_BYTES.get());
     payload
+}
+
+/// A completion's `result`: NULL (none), or a jsonb value within `pg_jobqueue.max_result_bytes`.
+pub fn result(argument: &str, value: Option<Payload>) -> Option<Payload> {
+    value.inspect(|result| within(argument, result, "pg_jobqueue.max_result_bytes", guc::MAX_RESULT_BYTES.get()))
+}
+
+/// A progress report: present, and within `pg_jobqueue.max_progress_bytes`.
+pub fn progress(value: Option<Payload>) -> Payload {
+    let progress = value.unwrap_or_else(|| null_argument("progress"));
+    within("progress", &progress, "pg_jobqueue.max_progress_bytes", guc::MAX_PROGRESS_BYTES.get());
+    progress
+}
+
+fn within(argument: &str, value: &Payload, setting: &str, max: i32) {
+    let size = value.size_bytes();
+    if size > max as usize {
+        invalid_argument(argument, format_args!("is {size} bytes, more than {setting} ({max})"));
+    }
 }
 
 pub fn error_code(value: Option<&str>) -> &str {
@@ -183,19 +248,28 @@ pub fn retryable(value: Option<bool>) -> bool {
     value.unwrap_or_else(|| null_argument("retryable"))
 }
 
-/// A failure's `retry_in`: NULL means backoff; otherwise what it adds to `now` is not negative and
-/// within `pg_jobqueue.max_retry_delay`.
+/// A failure's `retry_in`: NULL means backoff; otherwise a `delay` (see there).
 pub fn retry_in(value: Option<Interval>, now: TimestampWithTimeZone) -> Option<Interval> {
-    let delay = value?;
-    let added = added_micros("retry_in", delay, now);
+    value.map(|delay| self::delay("retry_in", delay, now))
+}
+
+/// A snooze's `delay`: present, and a `delay` (see there).
+pub fn snooze_delay(value: Option<Interval>, now: TimestampWithTimeZone) -> Interval {
+    delay("delay", value.unwrap_or_else(|| null_argument("delay")), now)
+}
+
+/// A delay before a job is claimable again: what it adds to `now` is not negative and within
+/// `pg_jobqueue.max_retry_delay`.
+fn delay(argument: &str, delay: Interval, now: TimestampWithTimeZone) -> Interval {
+    let added = added_micros(argument, delay, now);
     if added < 0 {
-        invalid_argument("retry_in", "must not be negative");
+        invalid_argument(argument, "must not be negative");
     }
     let max_seconds = guc::MAX_RETRY_DELAY_SECONDS.get();
     if added > i128::from(max_seconds) * MICROS_PER_SECOND {
-        invalid_argument("retry_in", format_args!("must not exceed pg_jobqueue.max_retry_delay ({max_seconds} s)"));
+        invalid_argument(argument, format_args!("must not exceed pg_jobqueue.max_retry_delay ({max_seconds} s)"));
     }
-    Some(delay)
+    delay
 }
 
 /// A dedup or ordering key: NULL (none), or a text short enough for its index.

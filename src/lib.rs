@@ -18,6 +18,7 @@
 use pgrx::prelude::*;
 
 mod api;
+mod cron;
 mod db;
 mod error;
 mod guc;
@@ -77,6 +78,6 @@ mod tests {
 
     #[pg_test]
     fn every_table_is_kept_by_pg_dump() {
-        assert_eq!(one::<i32>("SELECT cardinality(extconfig) FROM pg_extension WHERE extname = 'pg_jobqueue'"), 12);
+        assert_eq!(one::<i32>("SELECT cardinality(extconfig) FROM pg_extension WHERE extname = 'pg_jobqueue'"), 13);
     }
 }

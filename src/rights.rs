@@ -82,6 +82,18 @@ pub fn require(queue_name: &str, privilege: Privilege) {
     }
 }
 
+/// Raises 42501 unless the caller holds one of `privileges` on `queue_name`; the error names the
+/// first, which is enough to grant.
+pub fn require_any(queue_name: &str, privileges: &[Privilege]) {
+    if !enforced() {
+        return;
+    }
+    let role = caller();
+    if !privileges.iter().any(|privilege| holds(role, queue_name, *privilege)) {
+        error::permission_denied(queue_name, privileges[0].name());
+    }
+}
+
 /// Whether `role` holds `privilege` on `queue_name`.
 pub fn holds(role: pg_sys::Oid, queue_name: &str, privilege: Privilege) -> bool {
     if holds_all(role) {

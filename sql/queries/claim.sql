@@ -9,6 +9,8 @@
 -- `picked`, and parts/claim_update.sql. It picks up to $4 claimable rows without a concurrency key
 -- (those with one are taken key by key: claim_keyed.sql), skipping rows another claimer has locked,
 -- and turns exactly those into running rows with a fresh lease and the next fencing token.
+-- A job whose `expires_at` has passed is never picked (each branch says so); the expiry sweep
+-- cancels it (expire.sql).
 --
 -- Two statements are made from this file (src/api/claim.rs, `statement`): this one, and a lean one
 -- for claims while the queue's fairness bound says no job can be starving (src/shared/front.rs;
@@ -87,6 +89,7 @@
           AND j.priority >= o.priority AND j.priority <= o.priority
           AND (j.available_at, j.id) >= (o.from_at, o.from_id)
           AND j.available_at <= (SELECT starving_before FROM queue)
+          AND (j.expires_at IS NULL OR j.expires_at > $5)
           AND (j.ordering_key IS NULL OR NOT EXISTS (
                 SELECT 1 FROM jq_live_jobs k
                 WHERE k.queue_id = j.queue_id AND k.ordering_key = j.ordering_key
@@ -118,6 +121,7 @@
           AND j.status OPERATOR(pg_catalog.=) 'pending'
           AND j.concurrency_key IS NULL
           AND j.available_at <= (SELECT starving_before FROM queue)
+          AND (j.expires_at IS NULL OR j.expires_at > $5)
           -- Ordering keys: a keyed job waits while another job of its key runs or an earlier one is pending.
           AND (j.ordering_key IS NULL OR NOT EXISTS (
                 SELECT 1 FROM jq_live_jobs k
@@ -145,6 +149,7 @@
           AND j.priority >= $8 AND j.priority <= $8
           AND (j.available_at, j.id) >= ($9, $10)
           AND j.available_at <= $5
+          AND (j.expires_at IS NULL OR j.expires_at > $5)
           AND (SELECT open FROM queue)
           -- Ordering keys: a keyed job waits while another job of its key runs or an earlier one is pending.
           AND (j.ordering_key IS NULL OR NOT EXISTS (
@@ -165,6 +170,7 @@
           AND j.concurrency_key IS NULL
           AND j.priority < $8
           AND j.available_at <= $5
+          AND (j.expires_at IS NULL OR j.expires_at > $5)
           AND (SELECT open FROM queue)
           AND (j.ordering_key IS NULL OR NOT EXISTS (
                 SELECT 1 FROM jq_live_jobs k

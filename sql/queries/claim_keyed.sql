@@ -104,6 +104,7 @@
                               AND o.concurrency_key IS NOT NULL
                               AND o.priority >= l.priority AND o.priority <= l.priority
                               AND o.available_at <= (SELECT starving_before FROM queue)
+                              AND (o.expires_at IS NULL OR o.expires_at > $5)
                             ORDER BY o.priority DESC, o.available_at, o.id
                             LIMIT take.n
                         ) AS t
@@ -114,6 +115,7 @@
                   AND j.concurrency_key = keys.concurrency_key
                   AND j.status OPERATOR(pg_catalog.=) 'pending'
                   AND j.available_at <= (SELECT starving_before FROM queue)
+                  AND (j.expires_at IS NULL OR j.expires_at > $5)
                   AND (SELECT open FROM queue)
                   AND (j.ordering_key IS NULL OR NOT EXISTS (
                         SELECT 1 FROM jq_live_jobs k
@@ -132,6 +134,7 @@
                   AND j.status OPERATOR(pg_catalog.=) 'pending'
                   AND j.concurrency_key IS NOT NULL
                   AND j.available_at <= $5
+                  AND (j.expires_at IS NULL OR j.expires_at > $5)
                   AND (SELECT open FROM queue)
                   -- Ordering keys: a keyed job waits while another job of its key runs or an earlier one is pending.
                   AND (j.ordering_key IS NULL OR NOT EXISTS (

@@ -1,4 +1,4 @@
--- $1 job_id, $2 worker, $3 lease_token, $4 now
+-- $1 job_id, $2 worker, $3 lease_token, $4 now, $5 result (NULL: none)
 -- A completed job leaves the hot table for the history (README, "Storage"): one guarded DELETE,
 -- whose rows the same statement inserts into jq_job_history, so the job is in exactly one of the
 -- two whenever anyone looks.
@@ -21,7 +21,8 @@ WITH done AS (
     INSERT INTO jq_job_history
     SELECT d.id, d.queue_id, d.payload, d.priority, d.available_at, d.attempt_count, d.max_attempts,
            d.lease_token, d.lease_length, d.claimed_at, d.run_deadline, d.last_error_code,
-           d.last_error_message, d.dedup_key, d.ordering_key, d.created_at, $4, d.concurrency_key
+           d.last_error_message, d.dedup_key, d.ordering_key, d.created_at, $4, d.concurrency_key,
+           d.expires_at, d.progress, $5
     FROM done d
 )
 -- For the counters: the queue, and the claim time its running time is measured from; and whether

@@ -38,9 +38,15 @@ SET search_path = pg_catalog, @extschema@, pg_temp
 AS $$
     VALUES ('enqueue', 'jq_enqueue'::name), ('enqueue', 'jq_enqueue_batch'),
            ('consume', 'jq_claim'), ('consume', 'jq_heartbeat'), ('consume', 'jq_complete'),
-           ('consume', 'jq_complete_batch'), ('consume', 'jq_fail'),
+           ('consume', 'jq_complete_batch'), ('consume', 'jq_fail'), ('consume', 'jq_progress'),
+           ('consume', 'jq_progress_of'), ('consume', 'jq_snooze'),
+           -- A job's outcome: for whoever may put work in or take it out (README, "Results and waiting").
+           ('enqueue', 'jq_result'), ('enqueue', 'jq_await'), ('consume', 'jq_result'), ('consume', 'jq_await'),
+           ('manage', 'jq_result'), ('manage', 'jq_await'),
            ('manage', 'jq_retry'), ('manage', 'jq_cancel'), ('manage', 'jq_retry_dead'),
            ('manage', 'jq_purge_dead'), ('manage', 'jq_configure'), ('manage', 'jq_configure_key'),
+           ('manage', 'jq_schedule'), ('manage', 'jq_unschedule'), ('manage', 'jq_pause_schedule'),
+           ('manage', 'jq_resume_schedule'), ('any', 'jq_cron_next'),
            ('any', 'jq_can_see'), ('any', 'jq_has_right'), ('any', 'jq_queue_counters'),
            ('any', 'jq_failure_counts'), ('any', 'jq_metrics')
 $$;
@@ -59,15 +65,18 @@ DECLARE
                          OR jq_sync_function_rights.role::oid OPERATOR(pg_catalog.=) 'pg_monitor'::regrole::oid;
 BEGIN
     FOR f IN
+        -- A function some privileges share is wanted if any of them is held.
         SELECT p.oid::regprocedure AS signature,
                -- pg_monitor keeps the figures it was given at install, whatever it is granted or not.
-               CASE WHEN m.privilege OPERATOR(pg_catalog.=) 'any' THEN holds_any
-                    ELSE EXISTS (SELECT 1 FROM jq_grants g
-                                 WHERE g.role::oid OPERATOR(pg_catalog.=) jq_sync_function_rights.role::oid
-                                   AND g.privilege OPERATOR(pg_catalog.=) m.privilege) END AS wanted
+               pg_catalog.bool_or(
+                   CASE WHEN m.privilege OPERATOR(pg_catalog.=) 'any' THEN holds_any
+                        ELSE EXISTS (SELECT 1 FROM jq_grants g
+                                     WHERE g.role::oid OPERATOR(pg_catalog.=) jq_sync_function_rights.role::oid
+                                       AND g.privilege OPERATOR(pg_catalog.=) m.privilege) END) AS wanted
         FROM jq_privilege_functions() m
         JOIN pg_catalog.pg_proc p ON p.proname OPERATOR(pg_catalog.=) m.function_name
                                  AND p.pronamespace OPERATOR(pg_catalog.=) '@extschema@'::regnamespace
+        GROUP BY p.oid
     LOOP
         IF f.wanted THEN
             EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', f.signature, role);
@@ -84,9 +93,9 @@ BEGIN
     IF EXISTS (SELECT 1 FROM jq_grants g
                WHERE g.role::oid OPERATOR(pg_catalog.=) jq_sync_function_rights.role::oid
                  AND g.privilege OPERATOR(pg_catalog.=) 'manage') THEN
-        EXECUTE pg_catalog.format('GRANT SELECT ON jq_managed_jobs, jq_managed_job_events TO %s', role);
+        EXECUTE pg_catalog.format('GRANT SELECT ON jq_managed_jobs, jq_managed_job_events, jq_schedules TO %s', role);
     ELSE
-        EXECUTE pg_catalog.format('REVOKE SELECT ON jq_managed_jobs, jq_managed_job_events FROM %s', role);
+        EXECUTE pg_catalog.format('REVOKE SELECT ON jq_managed_jobs, jq_managed_job_events, jq_schedules FROM %s', role);
     END IF;
 END
 $$;

@@ -105,6 +105,12 @@ CREATE TABLE jq_live_jobs (
     concurrency_key  text,          -- claimed key by key in turn (README, "Flow control")
     created_at       timestamptz NOT NULL,
     finished_at      timestamptz,
+    -- A pending job not claimed before this ends cancelled, EXPIRED (README, "Snooze and
+    -- deadlines"); NULL: never.
+    expires_at       timestamptz,
+    -- What the worker last reported with jq_progress; kept across retries, so that a retried
+    -- attempt can resume (README, "Progress and checkpoints").
+    progress         jsonb,
     -- What the table itself enforces, whatever code path changes a row: the attempt budget
     -- (max_attempts at least 1, attempt_count within it), and a lease exactly while the job runs.
     -- One constraint, not three: PostgreSQL reads and compiles every CHECK afresh for each
@@ -117,7 +123,7 @@ CREATE TABLE jq_live_jobs (
         AND (status = 'running') = (lease_expires_at IS NOT NULL))
 );
 
--- Six indexes, each for the statements named (README, "Storage"):
+-- Seven indexes, each for the statements named (README, "Storage"):
 
 -- The claim index: only pending rows without a concurrency key, keyed in the claim's own order after the queue. A claim walks
 -- it from the claim front and stops after batch_size rows: it never sorts. It also answers the
@@ -143,6 +149,11 @@ CREATE INDEX jq_live_jobs_key_claim ON jq_live_jobs (queue_id, concurrency_key, 
 -- changes only that column, so it stays a HOT update (no index insertions, and the old version
 -- is pruned on the page).
 CREATE INDEX jq_live_jobs_running ON jq_live_jobs (queue_id, concurrency_key) WHERE status = 'running';
+
+-- Pending jobs with a deadline: the reaper's sweep of those it passed (expire.sql). Only jobs
+-- enqueued with `expires_at` have an entry.
+CREATE INDEX jq_live_jobs_expiring ON jq_live_jobs (expires_at)
+    WHERE status = 'pending' AND expires_at IS NOT NULL;
 
 -- Dead and cancelled jobs: the stats view, re-drive and purge by queue, and the retention of
 -- cancelled jobs (retry_dead.sql, purge_dead.sql, prune_cancelled.sql).
@@ -194,7 +205,11 @@ CREATE TABLE jq_job_history (
     ordering_key       text,
     created_at         timestamptz NOT NULL,
     finished_at        timestamptz NOT NULL,
-    concurrency_key    text
+    concurrency_key    text,
+    expires_at         timestamptz,
+    progress           jsonb,
+    -- What the worker completed the job with (README, "Results and waiting").
+    result             jsonb
 ) PARTITION BY RANGE (finished_at);
 
 CREATE TABLE jq_job_history_default PARTITION OF jq_job_history DEFAULT;
@@ -215,20 +230,21 @@ CREATE VIEW jq_jobs AS
 SELECT j.id, q.queue_name, j.payload, j.status, j.priority, j.available_at, j.attempt_count,
        j.max_attempts, j.lease_owner, j.lease_token, j.lease_expires_at, j.lease_length, j.claimed_at,
        j.run_deadline, j.last_error_code, j.last_error_message, j.dedup_key, j.ordering_key,
-       j.created_at, j.finished_at, j.concurrency_key
+       j.created_at, j.finished_at, j.concurrency_key, j.expires_at, j.progress, NULL::jsonb AS result
 FROM jq_live_jobs j
 JOIN jq_queue_ids q ON q.queue_id = j.queue_id
 UNION ALL
 SELECT h.id, q.queue_name, h.payload, 'succeeded'::jq_status, h.priority, h.available_at,
        h.attempt_count, h.max_attempts, NULL::text, h.lease_token, NULL::timestamptz, h.lease_length,
        h.claimed_at, h.run_deadline, h.last_error_code, h.last_error_message, h.dedup_key,
-       h.ordering_key, h.created_at, h.finished_at, h.concurrency_key
+       h.ordering_key, h.created_at, h.finished_at, h.concurrency_key, h.expires_at, h.progress, h.result
 FROM jq_job_history h
 JOIN jq_queue_ids q ON q.queue_id = h.queue_id;
 
 CREATE SEQUENCE jq_job_events_id_seq;
 
--- The audit trail: one row per failure, lease expiry, re-drive and cancellation. `status` is the job's
+-- The audit trail: one row per failure, lease expiry, re-drive, cancellation (an expiry too) and
+-- snooze. `status` is the job's
 -- status after the event, so a death is an event whose status is 'dead'. The happy path (claim,
 -- heartbeat, complete) writes nothing here.
 CREATE TABLE jq_job_events (
@@ -239,7 +255,7 @@ CREATE TABLE jq_job_events (
     queue_name    text NOT NULL,
     event         text NOT NULL
                   CONSTRAINT jq_job_events_event_known
-                  CHECK (event IN ('failed', 'lease_expired', 'retried', 'cancelled')),
+                  CHECK (event IN ('failed', 'lease_expired', 'retried', 'cancelled', 'snoozed')),
     status        jq_status NOT NULL,
     at            timestamptz NOT NULL,
     attempt       int NOT NULL,
@@ -298,6 +314,44 @@ CREATE TABLE jq_rate_counts (
     CONSTRAINT jq_rate_counts_pkey PRIMARY KEY (queue_id, concurrency_key)
 );
 
+-- Recurring jobs (README, "Schedules"): each schedule enqueues a job into its queue, with these
+-- job options, at every tick of its cron expression in its time zone. Ticks are made by the
+-- background worker and by jq_reap() (src/api/schedules.rs): a tick pass locks a due row, enqueues
+-- its jobs and moves next_run on in one transaction, so however many tickers race, each tick
+-- enqueues once. Written only through jq_schedule and its siblings, which check the expression,
+-- the zone and the options as jq_enqueue checks them; the view jq_schedules shows the rows.
+CREATE TABLE jq_schedule_specs (
+    name            text CONSTRAINT jq_schedule_specs_pkey PRIMARY KEY
+                    CONSTRAINT jq_schedule_specs_name_valid CHECK (name ~ '^[A-Za-z0-9_.:-]{1,100}$'),
+    cron            text NOT NULL,
+    time_zone       text NOT NULL,
+    queue_name      text NOT NULL
+                    CONSTRAINT jq_schedule_specs_queue_valid CHECK (queue_name ~ '^[A-Za-z0-9_.:-]{1,60}$'),
+    payload         jsonb NOT NULL,
+    priority        int NOT NULL,
+    max_attempts    int CONSTRAINT jq_schedule_specs_max_attempts_positive CHECK (max_attempts >= 1),
+    dedup_key       text,
+    ordering_key    text,
+    concurrency_key text,
+    -- What a tick pass does with ticks it finds past (the server was down, or no ticker ran):
+    -- 'skip' runs only a tick less than a minute late, 'once' one job for the latest, 'each' one
+    -- job for each of the latest catch_up_limit.
+    catch_up        text NOT NULL
+                    CONSTRAINT jq_schedule_specs_catch_up_known CHECK (catch_up IN ('skip', 'once', 'each')),
+    catch_up_limit  int NOT NULL
+                    CONSTRAINT jq_schedule_specs_catch_up_limit_bounded CHECK (catch_up_limit BETWEEN 1 AND 1000),
+    paused          boolean NOT NULL,
+    -- The next tick, an instant: the cron's next local time in time_zone after the last tick made
+    -- (or after the time of jq_schedule, or of jq_resume_schedule).
+    next_run        timestamptz NOT NULL,
+    last_run        timestamptz,    -- the tick of the last job enqueued
+    last_job_id     bigint,
+    created_at      timestamptz NOT NULL
+);
+
+-- The tick pass: the due schedules, soonest first.
+CREATE INDEX jq_schedule_specs_due ON jq_schedule_specs (next_run) WHERE NOT paused;
+
 -- Fencing tokens that outlive a crash (README, "Durable claims"). A transaction that only claims
 -- commits without waiting for its WAL flush, so a crash can lose a claim and the token it handed
 -- out. Every token is therefore at least epoch * 2^32 for the highest epoch here, and the first
@@ -315,6 +369,7 @@ CREATE TABLE jq_token_epochs (
 SELECT pg_catalog.pg_extension_config_dump('jq_queues', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_grants', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_key_settings', '');
+SELECT pg_catalog.pg_extension_config_dump('jq_schedule_specs', '');
 -- A restored database goes on counting its rates' windows.
 SELECT pg_catalog.pg_extension_config_dump('jq_rate_counts', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_queue_ids', '');

@@ -125,3 +125,14 @@ SELECT j.* FROM jq_jobs j WHERE jq_has_right(j.queue_name, 'manage');
 
 CREATE VIEW jq_managed_job_events WITH (security_barrier) AS
 SELECT e.* FROM jq_job_events e WHERE jq_has_right(e.queue_name, 'manage');
+
+-- The schedules of the queues the caller may manage (README, "Schedules"): each one's settings, its
+-- last and next run (none while paused), and the status of the job it enqueued last.
+CREATE VIEW jq_schedules WITH (security_barrier) AS
+SELECT s.name, s.cron, s.time_zone, s.queue_name, s.payload, s.paused, s.last_run,
+       CASE WHEN s.paused THEN NULL ELSE s.next_run END AS next_run, s.last_job_id,
+       (SELECT j.status FROM jq_jobs j WHERE j.id = s.last_job_id) AS last_job_status,
+       s.catch_up, s.catch_up_limit, s.priority, s.max_attempts, s.dedup_key, s.ordering_key,
+       s.concurrency_key, s.created_at
+FROM jq_schedule_specs s
+WHERE jq_has_right(s.queue_name, 'manage');

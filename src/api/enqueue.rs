@@ -18,7 +18,8 @@ const INSERT_BATCH: &str = include_str!("../../sql/queries/enqueue_batch.sql");
 const REGISTER: &str = include_str!("../../sql/queries/queue_register.sql");
 
 /// Enqueues one job and returns its id. With a dedup key held by a live (pending or running) job of
-/// the queue, returns that job's id and inserts nothing.
+/// the queue, returns that job's id and inserts nothing. A job not claimed before `expires_at` ends
+/// cancelled, EXPIRED (README, "Snooze and deadlines").
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 #[allow(clippy::too_many_arguments)]
@@ -31,58 +32,88 @@ fn jq_enqueue(
     dedup_key: default!(Option<&str>, "NULL"),
     ordering_key: default!(Option<&str>, "NULL"),
     concurrency_key: default!(Option<&str>, "NULL"),
+    expires_at: default!(Option<TimestampWithTimeZone>, "NULL"),
 ) -> spi::Result<i64> {
     let queue_name = input::queue_name(queue_name);
     let payload = input::payload("payload", payload);
     let priority = input::priority(priority);
     let run_at = input::run_at(run_at);
+    let expires_at = input::expires_at(expires_at, run_at);
     let max_attempts = input::max_attempts(max_attempts);
     let dedup_key = input::key("dedup_key", dedup_key);
     let ordering_key = input::key("ordering_key", ordering_key);
     let concurrency_key = input::concurrency_key(concurrency_key);
     rights::require(queue_name, Privilege::Enqueue);
+    let job = NewJob {
+        queue_name,
+        payload,
+        priority,
+        run_at,
+        max_attempts,
+        dedup_key,
+        ordering_key,
+        concurrency_key,
+        expires_at,
+    };
     let now = clock::now();
+    rights::as_owner(|| db::connect(|db| insert(db, &job, now)))
+}
 
-    let insert = if dedup_key.is_some() { INSERT_UNLESS_KEY_HELD } else { INSERT };
-    rights::as_owner(|| {
-        db::connect(|db| loop {
-            let inserted = db.first::<i64>(
-                insert,
-                &[
-                    queue_name.into(),
-                    payload.into(),
-                    priority.into(),
-                    run_at.into(),
-                    max_attempts.into(),
-                    dedup_key.into(),
-                    ordering_key.into(),
-                    now.into(),
-                    concurrency_key.into(),
-                ],
-            )?;
-            if let Some(id) = inserted {
-                wake::after_enqueue(db, queue_name)?;
-                after_insert(
-                    queue_name,
-                    Key { priority, available_at: run_at.unwrap_or(now).into(), id },
-                    ordering_key.is_some(),
-                    concurrency_key.is_some(),
-                );
+/// One job, its options checked as jq_enqueue checks them.
+pub(crate) struct NewJob<'a> {
+    pub queue_name: &'a str,
+    pub payload: Payload,
+    pub priority: i32,
+    pub run_at: Option<TimestampWithTimeZone>,
+    pub max_attempts: Option<i32>,
+    pub dedup_key: Option<&'a str>,
+    pub ordering_key: Option<&'a str>,
+    pub concurrency_key: Option<&'a str>,
+    pub expires_at: Option<TimestampWithTimeZone>,
+}
+
+/// Inserts the job (or finds the live job that holds its dedup key) and returns its id: jq_enqueue's
+/// body, which schedules' ticks share (src/api/schedules.rs). Runs with the owner's rights.
+pub(crate) fn insert(db: &mut db::Session, job: &NewJob, now: TimestampWithTimeZone) -> spi::Result<i64> {
+    let insert = if job.dedup_key.is_some() { INSERT_UNLESS_KEY_HELD } else { INSERT };
+    loop {
+        let inserted = db.first::<i64>(
+            insert,
+            &[
+                job.queue_name.into(),
+                job.payload.into(),
+                job.priority.into(),
+                job.run_at.into(),
+                job.max_attempts.into(),
+                job.dedup_key.into(),
+                job.ordering_key.into(),
+                now.into(),
+                job.concurrency_key.into(),
+                job.expires_at.into(),
+            ],
+        )?;
+        if let Some(id) = inserted {
+            wake::after_enqueue(db, job.queue_name)?;
+            after_insert(
+                job.queue_name,
+                Key { priority: job.priority, available_at: job.run_at.unwrap_or(now).into(), id },
+                job.ordering_key.is_some(),
+                job.concurrency_key.is_some(),
+            );
+            return Ok(id);
+        }
+        // A live job holds the key. It may finish between the two statements; then the key is free
+        // and the insert is tried again. Run read-write (as `Session::first` does), so that the lookup
+        // takes a fresh snapshot: a read-only one would reuse the calling statement's, which may
+        // predate the holder, and the loop would never end.
+        if let Some(key) = job.dedup_key {
+            if let Some(id) = db.first::<i64>(LIVE_HOLDER_OF_KEY, &[job.queue_name.into(), key.into()])? {
                 return Ok(id);
             }
-            // A live job holds the key. It may finish between the two statements; then the key is free
-            // and the insert is tried again. Run read-write (as `Session::first` does), so that the lookup
-            // takes a fresh snapshot: a read-only one would reuse the calling statement's, which may
-            // predate the holder, and the loop would never end.
-            if dedup_key.is_some() {
-                if let Some(id) = db.first::<i64>(LIVE_HOLDER_OF_KEY, &[queue_name.into(), dedup_key.into()])? {
-                    return Ok(id);
-                }
-            }
-            // Or the queue has no number yet: give it one (a no-op if it has one by now), then again.
-            register(db, queue_name)?;
-        })
-    })
+        }
+        // Or the queue has no number yet: give it one (a no-op if it has one by now), then again.
+        register(db, job.queue_name)?;
+    }
 }
 
 /// Enqueues many jobs in one statement; returns their ids in input order.
@@ -95,11 +126,13 @@ fn jq_enqueue_batch(
     run_at: default!(Option<TimestampWithTimeZone>, "NULL"),
     max_attempts: default!(Option<i32>, "NULL"),
     concurrency_key: default!(Option<&str>, "NULL"),
+    expires_at: default!(Option<TimestampWithTimeZone>, "NULL"),
 ) -> spi::Result<SetOfIterator<'static, i64>> {
     let queue_name = input::queue_name(queue_name);
     let payloads = input::payloads(payloads);
     let priority = input::priority(priority);
     let run_at = input::run_at(run_at);
+    let expires_at = input::expires_at(expires_at, run_at);
     let max_attempts = input::max_attempts(max_attempts);
     let concurrency_key = input::concurrency_key(concurrency_key);
     rights::require(queue_name, Privilege::Enqueue);
@@ -116,6 +149,7 @@ fn jq_enqueue_batch(
                 max_attempts.into(),
                 now.into(),
                 concurrency_key.into(),
+                expires_at.into(),
             ];
             let mut ids: Vec<(i64,)> = db.rows(INSERT_BATCH, &args)?;
             if ids.is_empty() && any {

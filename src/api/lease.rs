@@ -9,10 +9,11 @@ use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::prelude::*;
 use pgrx::spi;
 
-use crate::db::{self, clock, Session};
+use crate::db::{self, clock, payload::Payload, Session};
 use crate::input;
 use crate::rights::{self, Privilege};
 use crate::shared::counters::{self, Counter};
+use crate::shared::finish;
 use crate::shared::front::{self, Key};
 use crate::shared::wake;
 
@@ -51,16 +52,23 @@ fn jq_heartbeat(
     })
 }
 
+/// Completes the job, keeping `result` with it in the history (README, "Results and waiting").
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
-fn jq_complete(job_id: Option<i64>, worker: Option<&str>, lease_token: Option<i64>) -> spi::Result<bool> {
+fn jq_complete(
+    job_id: Option<i64>,
+    worker: Option<&str>,
+    lease_token: Option<i64>,
+    result: default!(Option<Payload>, "NULL"),
+) -> spi::Result<bool> {
     let job_id = input::job_id(job_id);
     let worker = input::worker(worker);
     let lease_token = input::lease_token(lease_token);
+    let result = input::result("result", result);
     let now = clock::now();
     rights::as_owner(|| {
         db::connect(|db| {
-            let args = [job_id.into(), worker.into(), lease_token.into(), now.into()];
+            let args = [job_id.into(), worker.into(), lease_token.into(), now.into(), result.into()];
             let Some((queue_name, claimed_at, keyed)) =
                 db.rows::<(String, TimestampWithTimeZone, bool)>(COMPLETE, &args)?.pop()
             else {
@@ -69,6 +77,7 @@ fn jq_complete(job_id: Option<i64>, worker: Option<&str>, lease_token: Option<i6
             };
             rights::require(&queue_name, Privilege::Consume);
             count_completion(&queue_name, claimed_at, now, keyed);
+            finish::at_commit(job_id);
             Ok(true)
         })
     })
@@ -91,7 +100,7 @@ fn micros(at: TimestampWithTimeZone) -> i64 {
 /// without the right is refused the same whether its token was right or not), and otherwise counts
 /// it against the queue (a job that does not exist counts nowhere). Refusals are rare, so the
 /// lookup costs the hot path nothing.
-fn count_refused(db: &mut Session, job_ids: Vec<i64>, counter: Counter) -> spi::Result<()> {
+pub(super) fn count_refused(db: &mut Session, job_ids: Vec<i64>, counter: Counter) -> spi::Result<()> {
     for (queue_name,) in db.rows::<(String,)>(JOB_QUEUE, &[job_ids.into()])? {
         rights::require(&queue_name, Privilege::Consume);
         counters::count(&queue_name, counter);
@@ -99,19 +108,23 @@ fn count_refused(db: &mut Session, job_ids: Vec<i64>, counter: Counter) -> spi::
     Ok(())
 }
 
-/// jq_complete for a batch, in one statement: `lease_tokens[i]` is the token of `job_ids[i]`. Each job
-/// is completed under jq_complete's guard; returns the ids it completed, in no particular order.
+/// jq_complete for a batch, in one statement: `lease_tokens[i]` is the token of `job_ids[i]`, and
+/// `results[i]` (if given) its result. Each job is completed under jq_complete's guard; returns the
+/// ids it completed, in no particular order.
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_complete_batch(
     job_ids: Option<Vec<Option<i64>>>,
     worker: Option<&str>,
     lease_tokens: Option<Vec<Option<i64>>>,
+    results: default!(Option<Vec<Option<Payload>>>, "NULL"),
 ) -> spi::Result<TableIterator<'static, (name!(id, i64),)>> {
     let (job_ids, lease_tokens) = input::job_batch(job_ids, lease_tokens);
     let worker = input::worker(worker);
+    let results = input::results(results, &job_ids);
     let now = clock::now();
-    let args = [job_ids.clone().into(), worker.into(), lease_tokens.into(), now.into(), "running".into()];
+    let args =
+        [job_ids.clone().into(), worker.into(), lease_tokens.into(), now.into(), "running".into(), results.into()];
     let completed = rights::as_owner(|| {
         db::connect(|db| {
             let mut completed = Vec::new();
@@ -120,6 +133,7 @@ fn jq_complete_batch(
             {
                 rights::require(&queue_name, Privilege::Consume);
                 count_completion(&queue_name, claimed_at, now, keyed);
+                finish::at_commit(id);
                 completed.push(id);
             }
             if completed.len() < job_ids.len() {
@@ -174,7 +188,9 @@ fn jq_fail(
             rights::require(&queue_name, Privilege::Consume);
             counters::failure(&queue_name, error_code);
             counters::count(&queue_name, if dead { Counter::Deaths } else { Counter::Retries });
-            if !dead {
+            if dead {
+                finish::at_commit(id);
+            } else {
                 front::lower_at_commit(&queue_name, Key { priority, available_at: available_at.into(), id }, keyed);
             }
             Ok(true)

@@ -1,9 +1,10 @@
-//! Reaping: expired leases back to pending work (after backoff) or to dead. `jq_reap()`, the
-//! background reaper and a claim's inline recovery (`recover_inline`) all run `reap_expired`.
+//! Reaping: expired leases back to pending work (after backoff) or to dead, and pending jobs past
+//! their `expires_at` to cancelled (the expiry sweep). `jq_reap()`, the background reaper and a
+//! claim's inline recovery (`recover_inline`) all run `reap_expired`, which does both.
 //!
 //! One row must never stop reaping for everyone: a statement that fails on one row fails for all
-//! of them. So a pass runs in a subtransaction, and when it fails, the expired rows are reaped one
-//! by one, each in a subtransaction of its own. A row that fails on its own is logged (once per
+//! of them. So each pass runs in a subtransaction, and when it fails, its rows are taken one by
+//! one, each in a subtransaction of its own. A row that fails on its own is logged (once per
 //! session), and this session's later passes leave it out for `SKIP_FOR`, then try it again: a
 //! fault that is mended (a trigger dropped, a constraint fixed) lets the row be reaped.
 
@@ -17,18 +18,21 @@ use pgrx::spi;
 
 use crate::db::{self, clock, in_subtransaction};
 use crate::shared::counters::{self, Counter};
-use crate::shared::front;
+use crate::shared::{finish, front};
 use crate::{guc, input};
 
 const REAP: &str = include_str!("../../sql/queries/reap.sql");
 const EXPIRED: &str = include_str!("../../sql/queries/reap_expired_ids.sql");
+const EXPIRE: &str = include_str!("../../sql/queries/expire.sql");
+const EXPIRE_DUE: &str = include_str!("../../sql/queries/expire_due_ids.sql");
 
 /// How long a row whose reap failed on its own is left out before it is tried again: long enough
 /// that it costs the passes nothing, short enough that a mended row is reaped soon.
 const SKIP_FOR: Duration = Duration::from_secs(10);
 
 thread_local! {
-    /// Jobs whose reap failed on their own in this session, and when. A backend is one thread.
+    /// Jobs whose reap (or expiry) failed on their own in this session, and when. A backend is one
+    /// thread.
     static SKIPPED: RefCell<BTreeMap<i64, Instant>> = const { RefCell::new(BTreeMap::new()) };
     /// Jobs whose failure this session has logged.
     static LOGGED: RefCell<BTreeSet<i64>> = const { RefCell::new(BTreeSet::new()) };
@@ -37,8 +41,10 @@ thread_local! {
 }
 
 /// Reaps up to `max_jobs` expired leases in one statement; returns how many it reaped. Rows that a
-/// worker holds locked right now (it is completing them) are skipped, not waited for. Maintenance
-/// of every queue: only those the owner grants EXECUTE may call it.
+/// worker holds locked right now (it is completing them) are skipped, not waited for. Then cancels
+/// up to `max_jobs` pending jobs past their `expires_at`, and makes the schedules' due ticks
+/// (README, "Schedules"). Maintenance of every queue: only those
+/// the owner grants EXECUTE may call it.
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_reap(max_jobs: default!(Option<i32>, 10000)) -> spi::Result<i32> {
@@ -46,38 +52,80 @@ fn jq_reap(max_jobs: default!(Option<i32>, 10000)) -> spi::Result<i32> {
     crate::rights::as_owner(|| reap_expired(max_jobs, None, clock::now()))
 }
 
-/// Reaps up to `max_jobs` leases expired at `now`, of one queue or of all. Expects the extension's
-/// schema on the search_path (SQL functions pin it; the background worker sets it).
+/// Reaps up to `max_jobs` leases expired at `now`, of one queue or of all, and cancels up to as
+/// many pending jobs expired by then; over all queues, makes the schedules' due ticks too. Returns
+/// the leases reaped. Expects the extension's schema on
+/// the search_path (SQL functions pin it; the background worker sets it).
 pub fn reap_expired(max_jobs: i32, queue_name: Option<&str>, now: TimestampWithTimeZone) -> spi::Result<i32> {
+    let reaped = robustly(Pass::Leases, max_jobs, queue_name, now)?;
+    robustly(Pass::Expiry, max_jobs, queue_name, now)?;
+    // The schedules' ticks belong to the passes over every queue: jq_reap() and the background
+    // worker, not a claim's inline recovery of its own queue.
+    if queue_name.is_none() {
+        super::schedules::tick(now)?;
+    }
+    Ok(reaped)
+}
+
+#[derive(Clone, Copy)]
+enum Pass {
+    /// Expired leases (reap.sql).
+    Leases,
+    /// Pending jobs past their `expires_at` (expire.sql).
+    Expiry,
+}
+
+impl Pass {
+    /// What the log says of a row the pass failed on.
+    fn failed(self, id: i64) -> String {
+        match self {
+            Pass::Leases => format!("the expired lease of job {id} could not be reaped"),
+            Pass::Expiry => format!("job {id} could not be cancelled as expired"),
+        }
+    }
+}
+
+/// One pass in a subtransaction; if it fails, its rows one by one (see the top of this file).
+/// Returns how many rows it changed.
+fn robustly(pass: Pass, max_jobs: i32, queue_name: Option<&str>, now: TimestampWithTimeZone) -> spi::Result<i32> {
     let skipped: Vec<i64> = SKIPPED.with(|skipped| {
         let mut skipped = skipped.borrow_mut();
         skipped.retain(|_, at| at.elapsed() < SKIP_FOR);
         skipped.keys().copied().collect()
     });
-    if let Ok(reaped) = in_subtransaction(|| reap(max_jobs, now, queue_name, &skipped, None)) {
-        return Ok(reaped);
+    if let Ok(changed) = in_subtransaction(|| run(pass, max_jobs, now, queue_name, &skipped, None)) {
+        return Ok(changed);
     }
     let args = [max_jobs.into(), now.into(), queue_name.into(), skipped.clone().into()];
-    let ids = db::rows_planned_per_call::<(i64,)>(EXPIRED, &args)?;
-    let mut reaped = 0;
+    let due = match pass {
+        Pass::Leases => EXPIRED,
+        Pass::Expiry => EXPIRE_DUE,
+    };
+    let ids = db::rows_planned_per_call::<(i64,)>(due, &args)?;
+    let mut changed = 0;
     for (id,) in ids {
-        match in_subtransaction(|| reap(1, now, queue_name, &skipped, Some(id))) {
-            Ok(n) => reaped += n,
+        match in_subtransaction(|| run(pass, 1, now, queue_name, &skipped, Some(id))) {
+            Ok(n) => changed += n,
             Err(message) => {
                 if LOGGED.with(|logged| logged.borrow_mut().insert(id)) {
-                    warning!("pg_jobqueue: the expired lease of job {id} could not be reaped; the others were, and it is tried again every {} s: {message}", SKIP_FOR.as_secs());
+                    warning!(
+                        "pg_jobqueue: {}; the others were, and it is tried again every {} s: {message}",
+                        pass.failed(id),
+                        SKIP_FOR.as_secs()
+                    );
                 }
                 SKIPPED.with(|skipped| skipped.borrow_mut().insert(id, Instant::now()));
             }
         }
     }
-    Ok(reaped)
+    Ok(changed)
 }
 
-/// One reap statement: up to `max_jobs` expired leases (only job `only`, if given), not those of
+/// One statement of the pass: up to `max_jobs` rows (only job `only`, if given), not those of
 /// `skipped`. Planned for these arguments on each call (one queue or all make different plans), and
-/// run read-write without taking a transaction id up front: a reap that finds nothing writes nothing.
-fn reap(
+/// run read-write without taking a transaction id up front: a pass that finds nothing writes nothing.
+fn run(
+    pass: Pass,
     max_jobs: i32,
     now: TimestampWithTimeZone,
     queue_name: Option<&str>,
@@ -86,15 +134,30 @@ fn reap(
 ) -> spi::Result<i32> {
     let args: [DatumWithOid; 5] =
         [max_jobs.into(), now.into(), queue_name.into(), skipped.to_vec().into(), only.into()];
-    let rows = db::rows_planned_per_call::<(i64, String, bool)>(REAP, &args)?;
-    for (_, queue_name, dead) in &rows {
-        counters::count(queue_name, Counter::LeaseExpirations);
-        counters::count(queue_name, if *dead { Counter::Deaths } else { Counter::Retries });
-        if !*dead {
-            front::forget_at_commit(queue_name);
+    let changed = match pass {
+        Pass::Leases => {
+            let rows = db::rows_planned_per_call::<(i64, String, bool)>(REAP, &args)?;
+            for (id, queue_name, dead) in &rows {
+                counters::count(queue_name, Counter::LeaseExpirations);
+                counters::count(queue_name, if *dead { Counter::Deaths } else { Counter::Retries });
+                if *dead {
+                    finish::at_commit(*id);
+                } else {
+                    front::forget_at_commit(queue_name);
+                }
+            }
+            rows.len()
         }
-    }
-    Ok(i32::try_from(rows.len()).expect("at most max_jobs rows"))
+        Pass::Expiry => {
+            let rows = db::rows_planned_per_call::<(i64, String)>(EXPIRE, &args)?;
+            for (id, queue_name) in &rows {
+                counters::count(queue_name, Counter::Cancellations);
+                finish::at_commit(*id);
+            }
+            rows.len()
+        }
+    };
+    Ok(i32::try_from(changed).expect("at most max_jobs rows"))
 }
 
 /// Inline recovery, for deployments with neither the background reaper nor pg_cron: a claim first

@@ -11,7 +11,7 @@ use crate::error;
 use crate::input;
 use crate::rights::{self, Privilege};
 use crate::shared::counters::{self, Counter};
-use crate::shared::front;
+use crate::shared::{finish, front};
 
 const RETRY: &str = include_str!("../../sql/queries/retry.sql");
 pub(crate) const DEDUP_KEY: &str = include_str!("../../sql/queries/retry_dedup_key.sql");
@@ -65,6 +65,7 @@ fn jq_cancel(job_id: Option<i64>) -> spi::Result<bool> {
             front::forget_at_rollback(&queue_name);
             rights::require(&queue_name, Privilege::Manage);
             counters::count(&queue_name, Counter::Cancellations);
+            finish::at_commit(job_id);
             Ok(true)
         })
     })

@@ -104,7 +104,7 @@ fn next_due(queue_name: &str) -> spi::Result<Option<Duration>> {
 /// jq_claim(...)` reads only the function's result), it runs outside a transaction block, and no
 /// other portal (a cursor, or a suspended portal of the extended protocol) is open. Anything else
 /// keeps its horizon while it sleeps, which is correct but holds back VACUUM; the README says so.
-fn release_snapshot_horizon() {
+pub(crate) fn release_snapshot_horizon() {
     // SAFETY: reads of the transaction and portal state; the write to this backend's own PGPROC
     // xmin is what PostgreSQL does between transactions, and the checks above it ensure no
     // snapshot that needs it is in use (see above).

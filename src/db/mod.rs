@@ -19,6 +19,7 @@ pub mod clock;
 pub mod payload;
 mod plans;
 mod row;
+pub mod status;
 
 use std::panic::AssertUnwindSafe;
 

@@ -153,6 +153,20 @@ mod tests {
         .unwrap();
         assert_no_sort_and_no_seq_scan(&reap_plan.0);
         assert_reads_index(&reap_plan.0, "jq_live_jobs_running");
+        // The expiry sweep reads only the jobs that have a deadline, soonest first.
+        let expire_plan = Spi::explain_with_args(
+            include_str!("../../sql/queries/expire.sql"),
+            &[
+                10000i32.into(),
+                now.into(),
+                Option::<&str>::None.into(),
+                Vec::<i64>::new().into(),
+                Option::<i64>::None.into(),
+            ],
+        )
+        .unwrap();
+        assert_no_sort_and_no_seq_scan(&expire_plan.0);
+        assert_reads_index(&expire_plan.0, "jq_live_jobs_expiring");
 
         // Operators' reads and retention grow with live work, not with the succeeded history.
         // The stats view reads the hot table alone, whose size is the live work.
@@ -274,11 +288,25 @@ mod tests {
         assert_no_seq_scan(&job_queue);
         assert_reads_index(&job_queue, "jq_live_jobs_pkey");
         let by_id = [
-            (include_str!("../../sql/queries/complete.sql"), "bigint, text, bigint, timestamptz", "1, 'w', 1, now()"),
+            (
+                include_str!("../../sql/queries/complete.sql"),
+                "bigint, text, bigint, timestamptz, jsonb",
+                "1, 'w', 1, now(), NULL",
+            ),
             (
                 include_str!("../../sql/queries/complete_batch.sql"),
-                "bigint[], text, bigint[], timestamptz, text",
-                "ARRAY[1, 2], 'w', ARRAY[1, 1], now(), 'running'",
+                "bigint[], text, bigint[], timestamptz, text, jsonb[]",
+                "ARRAY[1, 2], 'w', ARRAY[1, 1], now(), 'running', NULL",
+            ),
+            (
+                include_str!("../../sql/queries/progress.sql"),
+                "bigint, text, bigint, jsonb, timestamptz",
+                "1, 'w', 1, '{}', now()",
+            ),
+            (
+                include_str!("../../sql/queries/snooze.sql"),
+                "bigint, text, bigint, interval, timestamptz",
+                "1, 'w', 1, '1 s', now()",
             ),
             (
                 include_str!("../../sql/queries/heartbeat.sql"),
@@ -312,8 +340,8 @@ mod tests {
         ] {
             let enqueue = generic_plan(
                 sql,
-                "text, jsonb, int, timestamptz, int, text, text, timestamptz, text",
-                &format!("'q1', '{{}}', 0, NULL, NULL, {dedup_key}, NULL, now(), 'k'"),
+                "text, jsonb, int, timestamptz, int, text, text, timestamptz, text, timestamptz",
+                &format!("'q1', '{{}}', 0, NULL, NULL, {dedup_key}, NULL, now(), 'k', NULL"),
             );
             assert_no_seq_scan(&enqueue);
         }

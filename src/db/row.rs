@@ -7,6 +7,7 @@ use pgrx::prelude::*;
 use pgrx::spi::{self, SpiHeapTupleData};
 
 use super::payload::Payload;
+use super::status::Status;
 
 /// A value of one column.
 pub trait Column: Sized {
@@ -30,7 +31,7 @@ macro_rules! columns {
     )*};
 }
 
-columns!(bool, i32, i64, f64, String, Interval, JsonB, TimestampWithTimeZone, Payload, pg_sys::Oid);
+columns!(bool, i32, i64, f64, String, Interval, JsonB, TimestampWithTimeZone, Payload, Status, pg_sys::Oid);
 
 /// A whole row, decoded column by column.
 pub trait FromRow: Sized {

@@ -1,4 +1,5 @@
-//! What backends share, when the library is preloaded: the wake-up slots (`wake`), the counters
+//! What backends share, when the library is preloaded: the wake-up slots (`wake`) and those of
+//! jobs awaited (`finish`), the counters
 //! (`counters`), the count of listeners (`listeners`), the claim fronts (`front`), and the end-of-transaction hook they all
 //! use (`xact`). This module owns the server hooks: it asks for one block of shared memory for every
 //! part, and at startup hands each part its own piece. The parts never look each other up.
@@ -7,6 +8,7 @@
 //! shared memory, and each part says what it does then.
 
 pub mod counters;
+pub mod finish;
 pub mod front;
 pub mod histogram;
 pub mod listeners;
@@ -43,7 +45,11 @@ unsafe extern "C-unwind" fn request() {
             prev();
         }
         pg_sys::RequestAddinShmemSpace(
-            wake::shared_size() + listeners::shared_size() + counters::shared_size() + front::shared_size(),
+            wake::shared_size()
+                + listeners::shared_size()
+                + counters::shared_size()
+                + front::shared_size()
+                + finish::shared_size(),
         );
     }
 }
@@ -66,6 +72,8 @@ unsafe extern "C-unwind" fn attach() {
         counters::attach(base, new);
         let (base, new) = part(c"pg_jobqueue claim fronts", front::shared_size());
         front::attach(base, new);
+        let (base, new) = part(c"pg_jobqueue finishes", finish::shared_size());
+        finish::attach(base, new);
         pg_sys::LWLockRelease(lock);
     }
 }

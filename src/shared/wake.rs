@@ -37,7 +37,7 @@ const SETTING_TTL: Duration = Duration::from_secs(1);
 const POLL: Duration = Duration::from_millis(200);
 
 #[repr(C)]
-struct Slot {
+pub(super) struct Slot {
     generation: AtomicU64,
     cv: pg_sys::ConditionVariable,
 }
@@ -53,10 +53,18 @@ pub fn shared_size() -> usize {
 /// Takes the wake-up part of shared memory (`shared_size()` bytes at `base`), initialising it when
 /// `new`. Only from the shared-memory startup hook.
 pub unsafe fn attach(base: *mut u8, new: bool) {
+    // SAFETY: as the caller promises.
+    let slots = unsafe { init_slots(base, new, SLOTS) };
+    // SAFETY: written once per process, before any SQL function of it runs.
+    unsafe { SHARED = slots };
+}
+
+/// The `count` slots at `base`, initialised when `new` (see `attach`).
+pub(super) unsafe fn init_slots(base: *mut u8, new: bool, count: usize) -> *mut Slot {
     let slots = base.cast::<Slot>();
     if new {
-        for i in 0..SLOTS {
-            // SAFETY: `base` holds SLOTS slots; the creating process initialises each one before
+        for i in 0..count {
+            // SAFETY: `base` holds `count` slots; the creating process initialises each one before
             // any other process can attach.
             unsafe {
                 let slot = slots.add(i);
@@ -65,8 +73,28 @@ pub unsafe fn attach(base: *mut u8, new: bool) {
             }
         }
     }
-    // SAFETY: written once per process, before any SQL function of it runs.
-    unsafe { SHARED = slots };
+    slots
+}
+
+/// Moves the slot's generation on and wakes its sleepers.
+///
+/// # Safety
+/// `slot` is one of the initialised slots in shared memory.
+pub(super) unsafe fn bump(slot: *mut Slot) {
+    // SAFETY: as the caller promises.
+    unsafe {
+        (*slot).generation.fetch_add(1, Ordering::SeqCst);
+        pg_sys::ConditionVariableBroadcast(&raw mut (*slot).cv);
+    }
+}
+
+/// The slot's generation.
+///
+/// # Safety
+/// `slot` is one of the initialised slots in shared memory.
+pub(super) unsafe fn generation_of(slot: *mut Slot) -> u64 {
+    // SAFETY: as the caller promises.
+    unsafe { (*slot).generation.load(Ordering::SeqCst) }
 }
 
 fn slot_of(queue_name: &str) -> Option<*mut Slot> {
@@ -100,13 +128,8 @@ pub fn after_enqueue(db: &mut Session, queue_name: &str) -> spi::Result<()> {
 pub fn at_commit(queue_name: &str) {
     if let Some(slot) = slot_of(queue_name) {
         // At commit the new rows are already visible to new snapshots, so a woken claimer finds them.
-        xact::at_commit(move || {
-            // SAFETY: slots live as long as the server; the condition variable was initialised.
-            unsafe {
-                (*slot).generation.fetch_add(1, Ordering::SeqCst);
-                pg_sys::ConditionVariableBroadcast(&raw mut (*slot).cv);
-            }
-        });
+        // SAFETY: slots live as long as the server; the condition variable was initialised.
+        xact::at_commit(move || unsafe { bump(slot) });
     }
 }
 
@@ -147,7 +170,7 @@ fn notify_setting(db: &mut Session, queue_name: &str) -> spi::Result<Option<bool
 /// the look and the sleep is not missed. None without shared memory.
 pub fn generation(queue_name: &str) -> Option<u64> {
     // SAFETY: slots live as long as the server.
-    slot_of(queue_name).map(|slot| unsafe { (*slot).generation.load(Ordering::SeqCst) })
+    slot_of(queue_name).map(|slot| unsafe { generation_of(slot) })
 }
 
 /// The longest a waiting claim may sleep between looks: `recheck`, or, without shared memory to
@@ -163,8 +186,13 @@ pub fn longest_sleep(recheck: Duration) -> Duration {
 /// Sleeps up to `timeout`, or until the queue's generation moves past `seen` (shared memory only).
 /// Query cancellation and statement_timeout end the sleep at once with their usual error.
 pub fn sleep(queue_name: &str, seen: Option<u64>, timeout: Duration) {
+    sleep_on(slot_of(queue_name), seen, timeout);
+}
+
+/// Sleeps up to `timeout`, or until the slot's generation moves past `seen` (see `sleep`).
+pub(super) fn sleep_on(slot: Option<*mut Slot>, seen: Option<u64>, timeout: Duration) {
     let deadline = Instant::now() + timeout;
-    match (slot_of(queue_name), seen) {
+    match (slot, seen) {
         // SAFETY: the slot's condition variable was initialised; this process sleeps on one
         // condition variable at a time, and cancels the sleep on the way out.
         (Some(slot), Some(seen)) => unsafe {

@@ -59,6 +59,21 @@ impl Cluster {
         assert!(started.success(), "the server did not come back (see {}/server.log)", self.dir.display());
     }
 
+    /// Stops the server (a fast shutdown), leaves it down for `down`, and starts it again on the
+    /// same data.
+    pub fn restart_after(&self, down: Duration) {
+        let stopped = Command::new(pg_script()).arg("halt").arg(&self.dir).status().expect("scripts/pg.sh runs");
+        assert!(stopped.success(), "the test server did not stop");
+        std::thread::sleep(down);
+        let started = Command::new(pg_script())
+            .arg("start")
+            .arg(&self.dir)
+            .arg(self.port.to_string())
+            .status()
+            .expect("scripts/pg.sh runs");
+        assert!(started.success(), "the server did not come back (see {}/server.log)", self.dir.display());
+    }
+
     /// The server's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()

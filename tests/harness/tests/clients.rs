@@ -176,3 +176,31 @@ fn the_plain_sql_example_worker_drains_a_queue() {
     );
     assert_eq!(states, ["succeeded 200 202"]);
 }
+
+/// jq_await through PgBouncer in transaction mode: woken through shared memory, with no LISTEN.
+#[test]
+fn await_works_through_pgbouncer_in_transaction_mode() {
+    let cluster = Cluster::start_with(&[PRELOAD, "pg_jobqueue.wait_recheck = '1h'"]);
+    let bouncer = PgBouncer::start(&cluster);
+    let mut producer = bouncer.try_connect().unwrap();
+    let id = simple_value(&mut producer, "SELECT jq_enqueue('b', '{}')").unwrap();
+    let mut waiter = bouncer.try_connect().unwrap();
+    let query = format!("SELECT result::text FROM jq_await({id}, '4 min')");
+    let handle = thread::spawn(move || simple_value(&mut waiter, &query));
+
+    let mut admin = cluster.connect();
+    wait_until("jq_await waits", || {
+        admin
+            .query_opt(
+                "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Extension' AND query LIKE '%jq_await%'",
+                &[],
+            )
+            .unwrap()
+            .is_some()
+    });
+    // The pool has two server connections; the waiter holds one while it waits, the worker's
+    // transactions take turns on the other.
+    let token = simple_value(&mut producer, "SELECT lease_token FROM jq_claim('b', 'w')").unwrap();
+    simple_value(&mut producer, &format!("SELECT jq_complete({id}, 'w', {token}, result => '{{\"n\": 1}}')"));
+    assert_eq!(handle.join().unwrap().as_deref(), Some("{\"n\": 1}"));
+}

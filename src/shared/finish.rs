@@ -1,0 +1,120 @@
+//! Wake-ups for callers waiting for a job to finish (`jq_await`; README, "Results and waiting"),
+//! when the library is preloaded: a generation counter and condition variable per slot in shared
+//! memory, jobs mapped to slots by hash, like the queues' wake-ups (`wake`). Two jobs sharing a
+//! slot only wake each other's waiters spuriously, and a spurious wake costs one look.
+//!
+//! A job that finishes (succeeds, dies, or is cancelled) moves its slot on at commit, so a woken
+//! waiter finds the finished row. Only while someone waits anywhere on the server: a count of
+//! waiters keeps the hot path (every completion) free of the commit callback otherwise. A waiter
+//! that ends without taking itself off the count (its backend died) costs completions that
+//! callback, never a wake-up.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use super::wake::{self, Slot};
+use super::{queue_key, xact};
+
+/// Enough that two jobs awaited at once rarely share a slot.
+const SLOTS: usize = 1024;
+
+#[repr(C)]
+struct Header {
+    /// Sessions in jq_await now, on the whole server.
+    waiting: AtomicU32,
+}
+
+/// The header, then the slots; null unless the library was preloaded. Set when the process
+/// attaches shared memory, read-only afterwards.
+static mut HEADER: *mut Header = std::ptr::null_mut();
+static mut SHARED: *mut Slot = std::ptr::null_mut();
+
+pub fn shared_size() -> usize {
+    slots_offset() + std::mem::size_of::<Slot>() * SLOTS
+}
+
+/// The slots start after the header, aligned for a slot.
+fn slots_offset() -> usize {
+    std::mem::size_of::<Header>().next_multiple_of(std::mem::align_of::<Slot>())
+}
+
+/// Takes this part of shared memory (`shared_size()` bytes at `base`), initialising it when `new`.
+/// Only from the shared-memory startup hook.
+pub unsafe fn attach(base: *mut u8, new: bool) {
+    let header = base.cast::<Header>();
+    // SAFETY: `base` holds the header and the slots; the creating process initialises them before
+    // any other process can attach, and each process sets its pointers once, before any SQL
+    // function of it runs.
+    unsafe {
+        if new {
+            header.write(Header { waiting: AtomicU32::new(0) });
+        }
+        HEADER = header;
+        SHARED = wake::init_slots(base.add(slots_offset()), new, SLOTS);
+    }
+}
+
+fn slot_of(job_id: i64) -> Option<*mut Slot> {
+    // SAFETY: read-only after startup.
+    let shared = unsafe { SHARED };
+    if shared.is_null() {
+        return None;
+    }
+    let mut hasher = DefaultHasher::new();
+    (queue_key::database(), job_id).hash(&mut hasher);
+    // SAFETY: the index is below SLOTS.
+    Some(unsafe { shared.add((hasher.finish() % SLOTS as u64) as usize) })
+}
+
+fn header() -> Option<&'static Header> {
+    // SAFETY: read-only after startup; the header lives as long as the server.
+    unsafe { HEADER.as_ref() }
+}
+
+/// The job finished in this transaction: its waiters are woken once it commits, not if it rolls back.
+pub fn at_commit(job_id: i64) {
+    if header().is_none_or(|h| h.waiting.load(Ordering::SeqCst) == 0) {
+        return;
+    }
+    if let Some(slot) = slot_of(job_id) {
+        // SAFETY: slots live as long as the server; the condition variable was initialised.
+        xact::at_commit(move || unsafe { wake::bump(slot) });
+    }
+}
+
+/// A session waiting for a job: counted while it lives. The count is raised before the waiter's
+/// first look, so that a finish committing after that look sees it and wakes the slot.
+pub struct Waiter {
+    job_id: i64,
+}
+
+impl Waiter {
+    pub fn new(job_id: i64) -> Waiter {
+        if let Some(h) = header() {
+            h.waiting.fetch_add(1, Ordering::SeqCst);
+        }
+        Waiter { job_id }
+    }
+
+    /// The job's slot generation, to be read before each look. None without shared memory.
+    pub fn generation(&self) -> Option<u64> {
+        // SAFETY: slots live as long as the server.
+        slot_of(self.job_id).map(|slot| unsafe { wake::generation_of(slot) })
+    }
+
+    /// Sleeps up to `timeout`, or until the job's slot moves past `seen`; cancellation and
+    /// statement_timeout end it at once.
+    pub fn sleep(&self, seen: Option<u64>, timeout: Duration) {
+        wake::sleep_on(slot_of(self.job_id), seen, timeout);
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        if let Some(h) = header() {
+            h.waiting.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}

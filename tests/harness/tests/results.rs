@@ -1,0 +1,144 @@
+//! Waiting for a job (README, "Results and waiting"): jq_await is woken by the commit that finishes
+//! the job (completion, death, cancellation), through shared memory when the library is preloaded
+//! and by polling otherwise; it holds no snapshot horizon while it sleeps, and cancellation and
+//! statement_timeout end it at once. The wake-up latency is printed, never asserted.
+
+use std::thread;
+use std::time::Instant;
+
+use jq_harness::{wait_until, Client, Cluster};
+use postgres::error::SqlState;
+
+const PRELOAD: &str = "shared_preload_libraries = 'pg_jobqueue'";
+
+/// A session that runs one jq_await on a thread; the result is the status it returned, if any.
+/// Rechecks are an hour apart and statement_timeout is 100 s, shorter than the four-minute wait: a
+/// wake-up that never comes fails the test (57014) rather than the wait's end returning.
+fn awaiting(cluster: &Cluster, job: i64) -> thread::JoinHandle<Result<Option<String>, postgres::Error>> {
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "SET application_name = 'awaiter'; SET pg_jobqueue.wait_recheck = '1h'; SET statement_timeout = '100s'",
+        )
+        .unwrap();
+    thread::spawn(move || {
+        let row = client.query_opt("SELECT status::text FROM jq_await($1, interval '4 min')", &[&job])?;
+        Ok(row.map(|r| r.get(0)))
+    })
+}
+
+/// Waits until the awaiting session sleeps; returns whether it holds no snapshot horizon then.
+fn sleeping(client: &mut Client) -> bool {
+    let mut released = false;
+    wait_until("jq_await sleeps", || {
+        let row = client
+            .query_opt(
+                "SELECT backend_xmin IS NULL AND backend_xid IS NULL FROM pg_stat_activity
+                 WHERE application_name = 'awaiter' AND wait_event_type = 'Extension'",
+                &[],
+            )
+            .unwrap();
+        row.map(|r| released = r.get(0)).is_some()
+    });
+    released
+}
+
+fn claimed(client: &mut Client, queue: &str) -> (i64, i64) {
+    let row = client.query_one("SELECT id, lease_token FROM jq_claim($1, 'w')", &[&queue]).unwrap();
+    (row.get(0), row.get(1))
+}
+
+#[test]
+fn await_is_woken_by_the_completion_holding_no_snapshot_while_it_sleeps() {
+    let cluster = Cluster::start_with(&[PRELOAD]);
+    let mut worker = cluster.connect();
+    let id: i64 = worker.query_one("SELECT jq_enqueue('r', '{}')", &[]).unwrap().get(0);
+    let started = Instant::now();
+    let waiter = awaiting(&cluster, id);
+    assert!(sleeping(&mut worker), "the sleeping jq_await holds back VACUUM");
+
+    // A claim and a completion that rolls back finish nothing: it sleeps on.
+    let (_, token) = claimed(&mut worker, "r");
+    worker.batch_execute(&format!("BEGIN; SELECT jq_complete({id}, 'w', {token}); ROLLBACK")).unwrap();
+    sleeping(&mut worker);
+    assert!(!waiter.is_finished());
+
+    let completed = Instant::now();
+    worker.execute("SELECT jq_complete($1, 'w', $2, result => '{\"ok\": true}')", &[&id, &token]).unwrap();
+    assert_eq!(waiter.join().unwrap().unwrap().as_deref(), Some("succeeded"));
+    eprintln!(
+        "jq_await returned {:?} after the completion committed, {:?} after it began",
+        completed.elapsed(),
+        started.elapsed()
+    );
+}
+
+#[test]
+fn await_is_woken_when_the_job_dies_or_is_cancelled() {
+    let cluster = Cluster::start_with(&[PRELOAD]);
+    let mut client = cluster.connect();
+    let doomed: i64 = client.query_one("SELECT jq_enqueue('r', '{}', max_attempts => 1)", &[]).unwrap().get(0);
+    let waiter = awaiting(&cluster, doomed);
+    sleeping(&mut client);
+    let (_, token) = claimed(&mut client, "r");
+    client.execute("SELECT jq_fail($1, 'w', $2, 'BROKEN', retryable => false)", &[&doomed, &token]).unwrap();
+    assert_eq!(waiter.join().unwrap().unwrap().as_deref(), Some("dead"));
+
+    let dropped: i64 = client.query_one("SELECT jq_enqueue('r', '{}')", &[]).unwrap().get(0);
+    let waiter = awaiting(&cluster, dropped);
+    sleeping(&mut client);
+    client.execute("SELECT jq_cancel($1)", &[&dropped]).unwrap();
+    assert_eq!(waiter.join().unwrap().unwrap().as_deref(), Some("cancelled"));
+}
+
+#[test]
+fn await_is_woken_when_the_reaper_lets_a_spent_job_die() {
+    let cluster = Cluster::start_with(&[PRELOAD, "pg_jobqueue.reaper_interval = '100ms'"]);
+    let mut client = cluster.connect();
+    let id: i64 = client.query_one("SELECT jq_enqueue('r', '{}', max_attempts => 1)", &[]).unwrap().get(0);
+    client.query_one("SELECT id FROM jq_claim('r', 'w', interval '1 second')", &[]).unwrap();
+    assert_eq!(awaiting(&cluster, id).join().unwrap().unwrap().as_deref(), Some("dead"));
+}
+
+#[test]
+fn statement_timeout_and_cancellation_end_await() {
+    let cluster = Cluster::start_with(&[PRELOAD]);
+    let mut client = cluster.connect();
+    let id: i64 = client.query_one("SELECT jq_enqueue('r', '{}')", &[]).unwrap().get(0);
+    client.batch_execute("SET statement_timeout = '300ms'").unwrap();
+    let error = client.query("SELECT * FROM jq_await($1, interval '4 min')", &[&id]).unwrap_err();
+    assert_eq!(error.code(), Some(&SqlState::QUERY_CANCELED), "{error}");
+
+    let waiter = awaiting(&cluster, id);
+    let mut admin = cluster.connect();
+    sleeping(&mut admin);
+    admin
+        .batch_execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'awaiter'")
+        .unwrap();
+    let error = waiter.join().unwrap().unwrap_err();
+    assert_eq!(error.code(), Some(&SqlState::QUERY_CANCELED), "{error}");
+    // The cancelled session left the count of waiters: a completion now still wakes a new one.
+    let waiter = awaiting(&cluster, id);
+    sleeping(&mut admin);
+    let (_, token) = claimed(&mut admin, "r");
+    admin.execute("SELECT jq_complete($1, 'w', $2)", &[&id, &token]).unwrap();
+    assert_eq!(waiter.join().unwrap().unwrap().as_deref(), Some("succeeded"));
+}
+
+#[test]
+fn without_preload_await_polls() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    let id: i64 = client.query_one("SELECT jq_enqueue('r', '{}')", &[]).unwrap().get(0);
+    let waiter = {
+        let mut c = cluster.connect();
+        thread::spawn(move || {
+            c.query_opt("SELECT status::text FROM jq_await($1, interval '1 min')", &[&id])
+                .unwrap()
+                .map(|r| r.get::<_, String>(0))
+        })
+    };
+    let (_, token) = claimed(&mut client, "r");
+    client.execute("SELECT jq_complete($1, 'w', $2)", &[&id, &token]).unwrap();
+    assert_eq!(waiter.join().unwrap().as_deref(), Some("succeeded"));
+}
