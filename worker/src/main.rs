@@ -1,10 +1,11 @@
 //! jq-worker: runs a command for each job of one pg_jobqueue queue. Each slot claims a job, runs
-//! the command with the payload on stdin, heartbeats while it runs, and reports the exit status
-//! with jq_complete or jq_fail. See worker/README.md.
+//! the command with the payload on stdin, heartbeats while it runs (and passes on the progress
+//! lines of its stdout), and reports the exit status with jq_complete (its stdout the result),
+//! jq_snooze or jq_fail. See worker/README.md.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Child, ChildStderr, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -14,12 +15,18 @@ use postgres::error::SqlState;
 use postgres::{CancelToken, Client, Config, NoTls};
 
 const USAGE: &str = "usage: jq-worker --dsn DSN --queue Q [--name NAME] [--concurrency N] [--lease SECS] \
-[--wait SECS] [--poll SECS] [--grace SECS] [--once-empty] -- COMMAND [ARGS...]";
+[--wait SECS] [--poll SECS] [--grace SECS] [--snooze SECS] [--result-bytes N] [--once-empty] -- COMMAND [ARGS...]";
 
 /// EX_DATAERR from sysexits.h: the payload is bad and will not improve, so the job dies at once.
 const EXIT_PERMANENT: i32 = 65;
+/// EX_TEMPFAIL from sysexits.h: the job cannot run yet; it is snoozed, its attempt given back.
+const EXIT_SNOOZE: i32 = 75;
 /// How much of the end of a command's stderr becomes the job's error message.
 const STDERR_TAIL: usize = 1000;
+/// A stdout line starting so reports progress: the rest is a JSON value (jq_progress).
+const PROGRESS_LINE: &str = "JQ-PROGRESS ";
+/// A stdout line starting so sets how long an exit 75 snoozes the job, in seconds.
+const SNOOZE_LINE: &str = "JQ-SNOOZE ";
 
 const WAITING_CLAIM: &str = "SELECT id, payload::text, attempt_count, lease_token, \
      extract(epoch FROM lease_expires_at - clock_timestamp())::float8 \
@@ -41,6 +48,10 @@ struct Options {
     wait: f64,
     poll: Duration,
     grace: Duration,
+    /// How long an exit 75 snoozes the job when the command did not say.
+    snooze: f64,
+    /// How much of the command's stdout becomes the job's result; 0: none.
+    result_bytes: usize,
     once_empty: bool,
     command: Vec<String>,
 }
@@ -104,6 +115,7 @@ fn main() {
 fn parse_args(args: Vec<String>) -> Result<Options, String> {
     let (mut dsn, mut queue, mut name, mut lease) = (None, None, None, None);
     let (mut concurrency, mut wait, mut poll, mut grace, mut once_empty) = (1, 5.0, 1.0, 30.0, false);
+    let (mut snooze, mut result_bytes) = (60.0, 64 * 1024);
     let mut command = Vec::new();
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -140,6 +152,8 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
             "--wait" => wait = seconds(&flag, &value, true)?,
             "--poll" => poll = seconds(&flag, &value, false)?,
             "--grace" => grace = seconds(&flag, &value, true)?,
+            "--snooze" => snooze = seconds(&flag, &value, true)?,
+            "--result-bytes" => result_bytes = value.parse().map_err(|_| "--result-bytes must be a number of bytes")?,
             _ => return Err(format!("unknown argument {flag}")),
         }
     }
@@ -161,6 +175,8 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
         wait,
         poll: Duration::from_secs_f64(poll),
         grace: Duration::from_secs_f64(grace),
+        snooze,
+        result_bytes,
         once_empty,
         command,
     })
@@ -199,7 +215,10 @@ struct Job {
 }
 
 enum Outcome {
-    Completed,
+    /// With the command's stdout as the result: a JSON text, or none.
+    Completed(Option<String>),
+    /// Exit 75: pending again after this many seconds, the attempt given back.
+    Snoozed(f64),
     Failed {
         code: String,
         message: String,
@@ -339,7 +358,9 @@ impl Slot {
         self.log(&format!("claimed job {} (attempt {}, lease token {})", job.id, job.attempt, job.token));
         // Until when the lease is known to hold: the last claim or heartbeat the server confirmed.
         let mut lease_until = Instant::now() + job.lease;
-        let mut child = match self.spawn(&job) {
+        // A retried attempt resumes from the last progress report, if there was one.
+        let resume = if job.attempt > 1 { self.progress_of(&job) } else { None };
+        let mut child = match self.spawn(&job, resume.as_deref()) {
             Ok(child) => child,
             Err(e) => {
                 let failure = Outcome::Failed { code: "SPAWN_FAILED".into(), message: e.to_string(), retryable: true };
@@ -358,6 +379,12 @@ impl Slot {
             let prefix = format!("job {}: ", job.id);
             thread::spawn(move || pass_stderr(stderr, &prefix, &tail))
         };
+        let output = Arc::new(Mutex::new(Output::default()));
+        let stdout_reader = {
+            let (stdout, output) = (child.stdout.take().expect("stdout is piped"), output.clone());
+            let keep = self.shared.opts.result_bytes;
+            thread::spawn(move || read_stdout(stdout, keep, &output))
+        };
 
         let interval = job.lease / 3;
         let mut next_heartbeat = Instant::now() + interval;
@@ -370,6 +397,20 @@ impl Slot {
             if self.stopping() && now >= *grace_until.get_or_insert(now + self.shared.opts.grace) {
                 kill_group(&mut child);
                 return self.report(&job, Outcome::Released, lease_until);
+            }
+            let report = output.lock().unwrap().progress.take();
+            if let Some(progress) = report {
+                match self.progress(&job, &progress) {
+                    Ok(true) => {
+                        lease_until = now + job.lease;
+                        next_heartbeat = now + interval;
+                    }
+                    Ok(false) => {
+                        kill_group(&mut child);
+                        return self.log(&format!("lease lost on job {}: progress refused, command killed", job.id));
+                    }
+                    Err(e) => self.failed(&format!("progress of job {}", job.id), &e),
+                }
             }
             if now >= next_heartbeat {
                 match self.heartbeat(&job) {
@@ -399,14 +440,54 @@ impl Slot {
         };
         // A process the command left behind may hold stderr open: do not wait for it long.
         let until = Instant::now() + Duration::from_secs(1);
-        while !reader.is_finished() && Instant::now() < until {
+        while !(reader.is_finished() && stdout_reader.is_finished()) && Instant::now() < until {
             thread::sleep(Duration::from_millis(10));
         }
         let tail = tail.lock().unwrap().clone();
-        self.report(&job, outcome(status, &tail), lease_until);
+        let output = std::mem::take(&mut *output.lock().unwrap());
+        if let Some(progress) = &output.progress {
+            // A last report the loop did not pass on: the job's next attempt would resume from it.
+            if let Err(e) = self.progress(&job, progress) {
+                self.failed(&format!("progress of job {}", job.id), &e);
+            }
+        }
+        if output.cut {
+            self.log(&format!(
+                "job {}: the result is the first {} bytes of its stdout",
+                job.id, self.shared.opts.result_bytes
+            ));
+        }
+        let snooze = output.snooze.unwrap_or(self.shared.opts.snooze);
+        self.report(&job, outcome(status, &tail, output.result(), snooze), lease_until);
     }
 
-    fn spawn(&self, job: &Job) -> std::io::Result<Child> {
+    /// The job's last progress report, for a retried attempt (JQ_PROGRESS). An extension without
+    /// jq_progress_of (before 0.3.0), or a failed read, gives none.
+    fn progress_of(&mut self, job: &Job) -> Option<String> {
+        let worker = self.worker.clone();
+        let row = self
+            .db()
+            .and_then(|db| db.query_one("SELECT jq_progress_of($1, $2, $3)::text", &[&job.id, &worker, &job.token]));
+        match row {
+            Ok(row) => row.get(0),
+            Err(e) => {
+                if e.code() != Some(&SqlState::UNDEFINED_FUNCTION) {
+                    self.failed(&format!("progress of job {}", job.id), &e);
+                }
+                None
+            }
+        }
+    }
+
+    fn progress(&mut self, job: &Job, progress: &str) -> Result<bool, postgres::Error> {
+        let worker = self.worker.clone();
+        let row = self
+            .db()?
+            .query_one("SELECT jq_progress($1, $2, $3, $4::text::jsonb)", &[&job.id, &worker, &job.token, &progress])?;
+        Ok(row.get(0))
+    }
+
+    fn spawn(&self, job: &Job, resume: Option<&str>) -> std::io::Result<Child> {
         let command = &self.shared.opts.command;
         let mut cmd = Command::new(&command[0]);
         cmd.args(&command[1..])
@@ -414,11 +495,16 @@ impl Slot {
             .env("JQ_QUEUE", &self.shared.opts.queue)
             .env("JQ_ATTEMPT", job.attempt.to_string())
             .env("JQ_LEASE_TOKEN", job.token.to_string())
+            .env_remove("JQ_PROGRESS")
             .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             // Its own process group: a terminal's Ctrl-C reaches only the worker, which lets the
             // command finish, and kill_group reaches whatever the command started.
             .process_group(0);
+        if let Some(progress) = resume {
+            cmd.env("JQ_PROGRESS", progress);
+        }
         #[cfg(target_os = "linux")]
         // SAFETY: prctl is async-signal-safe. If the worker dies (SIGKILL included), the command
         // is killed too instead of running on unsupervised while its job runs again elsewhere.
@@ -444,7 +530,17 @@ impl Slot {
         let mut backoff = Duration::from_millis(100);
         loop {
             let result = self.db().and_then(|db| match &outcome {
-                Outcome::Completed => db.query_one("SELECT jq_complete($1, $2, $3)", &[&job.id, &worker, &job.token]),
+                Outcome::Completed(None) => {
+                    db.query_one("SELECT jq_complete($1, $2, $3)", &[&job.id, &worker, &job.token])
+                }
+                Outcome::Completed(Some(result)) => db.query_one(
+                    "SELECT jq_complete($1, $2, $3, result => $4::text::jsonb)",
+                    &[&job.id, &worker, &job.token, result],
+                ),
+                Outcome::Snoozed(seconds) => db.query_one(
+                    "SELECT jq_snooze($1, $2, $3, make_interval(secs => $4))",
+                    &[&job.id, &worker, &job.token, seconds],
+                ),
                 Outcome::Failed { code, message, retryable } => db.query_one(
                     "SELECT jq_fail($1, $2, $3, $4, $5, $6)",
                     &[&job.id, &worker, &job.token, code, message, retryable],
@@ -458,7 +554,8 @@ impl Slot {
             match result.map(|row| row.get::<_, bool>(0)) {
                 Ok(true) => {
                     return self.log(&match &outcome {
-                        Outcome::Completed => format!("completed job {}", job.id),
+                        Outcome::Completed(_) => format!("completed job {}", job.id),
+                        Outcome::Snoozed(seconds) => format!("snoozed job {} for {seconds} s", job.id),
                         Outcome::Failed { code, retryable: true, .. } => {
                             format!("failed job {}: {code}, retryable", job.id)
                         }
@@ -467,6 +564,14 @@ impl Slot {
                     })
                 }
                 Ok(false) => return self.log(&format!("lease lost on job {}: the report was refused", job.id)),
+                // The server refused the result (over pg_jobqueue.max_result_bytes): complete without.
+                Err(e)
+                    if matches!(outcome, Outcome::Completed(Some(_)))
+                        && e.code() == Some(&SqlState::INVALID_PARAMETER_VALUE) =>
+                {
+                    self.failed(&format!("result of job {}", job.id), &e);
+                    return self.report(job, Outcome::Completed(None), lease_until);
+                }
                 Err(e) => {
                     self.failed(&format!("report of job {}", job.id), &e);
                     if Instant::now() + backoff >= lease_until {
@@ -501,10 +606,12 @@ fn job_from_row(row: &postgres::Row) -> Job {
     }
 }
 
-/// Exit 0 completes; 65 fails for good; any other exit status or a signal fails for a retry.
-fn outcome(status: ExitStatus, stderr_tail: &[u8]) -> Outcome {
+/// Exit 0 completes (with `result`); 75 snoozes for `snooze` seconds; 65 fails for good; any other
+/// exit status or a signal fails for a retry.
+fn outcome(status: ExitStatus, stderr_tail: &[u8], result: Option<String>, snooze: f64) -> Outcome {
     let (code, retryable, fallback) = match (status.code(), status.signal()) {
-        (Some(0), _) => return Outcome::Completed,
+        (Some(0), _) => return Outcome::Completed(result),
+        (Some(EXIT_SNOOZE), _) => return Outcome::Snoozed(snooze),
         (Some(exit), _) => (format!("EXIT_{exit}"), exit != EXIT_PERMANENT, format!("exit status {exit}")),
         (None, Some(signal)) => (format!("SIGNAL_{signal}"), true, format!("killed by signal {signal}")),
         (None, None) => ("EXIT_UNKNOWN".into(), true, status.to_string()),
@@ -514,6 +621,62 @@ fn outcome(status: ExitStatus, stderr_tail: &[u8]) -> Outcome {
     let message = String::from_utf8_lossy(&stderr_tail[start..]).replace('\0', "").trim().to_string();
     let message = if message.is_empty() { fallback } else { message };
     Outcome::Failed { code, message, retryable }
+}
+
+/// What the command's stdout said: its last progress report not yet passed on, its snooze, and the
+/// rest, the result.
+#[derive(Default)]
+struct Output {
+    progress: Option<String>,
+    snooze: Option<f64>,
+    kept: Vec<u8>,
+    /// Whether there was more than `--result-bytes`.
+    cut: bool,
+}
+
+impl Output {
+    /// The result as a JSON text: the output, if it is JSON; otherwise the output as a JSON
+    /// string; none if it was empty.
+    fn result(&self) -> Option<String> {
+        let start = self.kept.iter().position(|b| b & 0xC0 != 0x80).unwrap_or(self.kept.len());
+        let text = String::from_utf8_lossy(&self.kept[start..]).replace('\0', "");
+        let text = text.trim();
+        if text.is_empty() {
+            return None;
+        }
+        match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(_) => Some(text.to_string()),
+            Err(_) => Some(serde_json::Value::String(text.to_string()).to_string()),
+        }
+    }
+}
+
+/// Reads the command's stdout: progress lines (`JQ-PROGRESS {...}`, passed on as they come, the
+/// latest winning), a snooze line (`JQ-SNOOZE 30`), and the rest, of which the first `keep` bytes
+/// become the result.
+fn read_stdout(stdout: ChildStdout, keep: usize, output: &Mutex<Output>) {
+    let mut reader = BufReader::new(stdout);
+    let mut line = Vec::new();
+    while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+        let text = String::from_utf8_lossy(&line);
+        let mut output = output.lock().unwrap();
+        if let Some(report) = text.strip_prefix(PROGRESS_LINE) {
+            if serde_json::from_str::<serde_json::Value>(report.trim()).is_ok() {
+                output.progress = Some(report.trim().to_string());
+            }
+        } else if let Some(seconds) = text.strip_prefix(SNOOZE_LINE) {
+            output.snooze = seconds.trim().parse().ok().filter(|s: &f64| s.is_finite() && *s >= 0.0);
+        } else if output.kept.len() + line.len() <= keep {
+            output.kept.extend_from_slice(&line);
+        } else {
+            let room = keep - output.kept.len();
+            // Cut at a character boundary.
+            let cut = (0..=room).rev().find(|&i| i == line.len() || line[i] & 0xC0 != 0x80).unwrap_or(0);
+            output.kept.extend_from_slice(&line[..cut]);
+            output.cut = true;
+        }
+        line.clear();
+    }
 }
 
 /// Copies the command's stderr to ours line by line, each line marked with the job id, and keeps

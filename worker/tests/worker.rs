@@ -460,3 +460,67 @@ fn without_the_waiting_claim_the_worker_polls() {
     assert_eq!(statuses(&mut client, "old"), BTreeMap::from([("succeeded".into(), 20)]));
     assert_eq!(sorted(worker.jobs("completed")), ids);
 }
+
+/// A command's stdout becomes the job's result (JSON as it is, other text as a JSON string); a
+/// `JQ-PROGRESS` line is kept with the job, and a retried attempt gets it in JQ_PROGRESS; exit 75
+/// snoozes the job (for a `JQ-SNOOZE` line's seconds), giving back its attempt.
+#[test]
+fn stdout_is_the_result_progress_lines_are_kept_and_exit_75_snoozes() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client.batch_execute("INSERT INTO jq_queues (queue_name, backoff_base) VALUES ('o', '100 ms')").unwrap();
+    let job = |client: &mut Client, kind: &str, max_attempts: i32| -> i64 {
+        client
+            .query_one(
+                "SELECT jq_enqueue('o', jsonb_build_object('kind', $1::text), max_attempts => $2)",
+                &[&kind, &max_attempts],
+            )
+            .unwrap()
+            .get(0)
+    };
+    let (json, text, resumed, snoozed) = (
+        job(&mut client, "json", 8),
+        job(&mut client, "text", 8),
+        job(&mut client, "resume", 8),
+        job(&mut client, "snooze", 1),
+    );
+    let dir = Scratch::new("output");
+    let script = r#"p=$(cat)
+        case "$p" in
+          *json*) echo '{"sent": 3}' ;;
+          *text*) echo "all done"; echo "twice" ;;
+          *resume*)
+            if [ "$JQ_ATTEMPT" = 1 ]; then echo 'JQ-PROGRESS {"page": 40}'; sleep 0.3; exit 3; fi
+            echo "resumed from $JQ_PROGRESS" ;;
+          *snooze*)
+            if [ ! -e snoozed ]; then touch snoozed; echo 'JQ-SNOOZE 0'; exit 75; fi
+            echo "ran after the snooze" ;;
+        esac"#;
+    let mut worker = Worker::start(&cluster.dsn(), "o", "o", &["--wait", "1", "--once-empty"], &dir, script);
+    assert!(worker.wait_exit(Duration::from_secs(60)).success(), "{}", worker.log());
+
+    let result = |client: &mut Client, id: i64| -> (String, Option<String>, i32) {
+        let row = client
+            .query_one("SELECT status::text, result::text, attempt_count FROM jq_jobs WHERE id = $1", &[&id])
+            .unwrap();
+        (row.get(0), row.get(1), row.get(2))
+    };
+    assert_eq!(result(&mut client, json), ("succeeded".into(), Some(r#"{"sent": 3}"#.into()), 1));
+    assert_eq!(result(&mut client, text), ("succeeded".into(), Some(r#""all done\ntwice""#.into()), 1));
+    assert_eq!(
+        result(&mut client, resumed),
+        ("succeeded".into(), Some(r#""resumed from {\"page\": 40}""#.into()), 2),
+        "the second attempt got the first one's progress"
+    );
+    let progress: String =
+        client.query_one("SELECT progress::text FROM jq_jobs WHERE id = $1", &[&resumed]).unwrap().get(0);
+    assert_eq!(progress, r#"{"page": 40}"#);
+    // max_attempts 1: it could run again only because the snooze gave its attempt back.
+    assert_eq!(result(&mut client, snoozed), ("succeeded".into(), Some(r#""ran after the snooze""#.into()), 1));
+    let events: i64 = client
+        .query_one("SELECT count(*) FROM jq_job_events WHERE job_id = $1 AND event = 'snoozed'", &[&snoozed])
+        .unwrap()
+        .get(0);
+    assert_eq!(events, 1);
+    assert!(worker.log().contains(&format!("snoozed job {snoozed} for 0 s")), "{}", worker.log());
+}
