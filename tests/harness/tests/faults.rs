@@ -556,7 +556,11 @@ impl Rng {
 #[derive(Default)]
 struct History {
     grants: Vec<(i64, i64)>,
-    completions: Vec<i64>,
+    /// (job, token) of each successful completion, whose result names the token.
+    completions: Vec<(i64, i64)>,
+    /// (job, sequence) of each progress report accepted; a report carries its sequence number.
+    progress: Vec<(i64, i64)>,
+    snoozes: usize,
     stale_refused: usize,
     crashes: usize,
 }
@@ -578,6 +582,17 @@ fn boundary_12_a_randomized_history_keeps_every_guarantee() {
         .batch_execute("INSERT INTO jq_queues (queue_name, max_attempts, backoff_base, backoff_cap) VALUES ('chaos', 3, '20 ms', '200 ms')")
         .unwrap();
     enqueue_many(&mut setup, "chaos", jobs);
+    // Some jobs with a deadline, claimed first (a higher priority), of which some pass before a claim.
+    setup
+        .batch_execute(&format!(
+            "SELECT jq_enqueue('chaos', jsonb_build_object('n', i), priority => 1,
+                               expires_at => clock_timestamp() + interval '200 ms' + i * interval '20 ms')
+             FROM generate_series(1, {}) i",
+            jobs / 5
+        ))
+        .unwrap();
+    let jobs = jobs + jobs / 5;
+    let sequence = Arc::new(AtomicUsize::new(0));
 
     let done = Arc::new(AtomicBool::new(false));
     let (mut reaper, reaper_done) = (cluster.connect(), done.clone());
@@ -590,7 +605,7 @@ fn boundary_12_a_randomized_history_keeps_every_guarantee() {
     let budget = Arc::new(AtomicUsize::new(operations));
     let workers: Vec<_> = (0..6u64)
         .map(|w| {
-            let (dsn, budget) = (cluster.dsn(), budget.clone());
+            let (dsn, budget, sequence) = (cluster.dsn(), budget.clone(), sequence.clone());
             thread::spawn(move || {
                 let connect = || postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
                 let (mut rng, mut client, mut history) = (Rng(0x9E37_79B9_7F4A_7C15 ^ (w + 1)), connect(), History::default());
@@ -611,7 +626,7 @@ fn boundary_12_a_randomized_history_keeps_every_guarantee() {
                     for row in rows {
                         let (id, token): (i64, i64) = (row.get(0), row.get(1));
                         history.grants.push((id, token));
-                        match rng.below(10) {
+                        match rng.below(13) {
                             0 => {
                                 // crash: drop the connection with the job held
                                 history.crashes += 1;
@@ -632,10 +647,42 @@ fn boundary_12_a_randomized_history_keeps_every_guarantee() {
                             4 => {
                                 client.query_one("SELECT jq_heartbeat($1, $2, $3)", &[&id, &worker, &token]).unwrap();
                             }
+                            5 => {
+                                let snoozed: bool = client
+                                    .query_one("SELECT jq_snooze($1, $2, $3, interval '10 ms')", &[&id, &worker, &token])
+                                    .unwrap()
+                                    .get(0);
+                                if snoozed {
+                                    history.snoozes += 1;
+                                } else {
+                                    history.stale_refused += 1;
+                                }
+                                continue;
+                            }
+                            6 | 7 => {
+                                let n = sequence.fetch_add(1, Ordering::SeqCst) as i64;
+                                let reported: bool = client
+                                    .query_one(
+                                        "SELECT jq_progress($1, $2, $3, jsonb_build_object('seq', $4::bigint))",
+                                        &[&id, &worker, &token, &n],
+                                    )
+                                    .unwrap()
+                                    .get(0);
+                                if reported {
+                                    history.progress.push((id, n));
+                                }
+                            }
                             _ => thread::sleep(Duration::from_millis(rng.below(lease_ms as u64 / 2))),
                         }
-                        if complete(&mut client, id, &worker, token) {
-                            history.completions.push(id);
+                        let completed: bool = client
+                            .query_one(
+                                "SELECT jq_complete($1, $2, $3, result => jsonb_build_object('token', $3::bigint))",
+                                &[&id, &worker, &token],
+                            )
+                            .unwrap()
+                            .get(0);
+                        if completed {
+                            history.completions.push((id, token));
                         } else {
                             history.stale_refused += 1;
                         }
@@ -646,12 +693,22 @@ fn boundary_12_a_randomized_history_keeps_every_guarantee() {
         })
         .collect();
     let histories: Vec<History> = workers.into_iter().map(|w| w.join().unwrap()).collect();
-    let mut completions = drain(&mut setup, "chaos");
+    let drained = drain(&mut setup, "chaos");
     done.store(true, Ordering::SeqCst);
     reaper.join().unwrap();
 
     let grants: Vec<(i64, i64)> = histories.iter().flat_map(|h| h.grants.iter().copied()).collect();
-    completions.extend(histories.iter().flat_map(|h| h.completions.iter().copied()));
+    let mut completions: Vec<i64> = drained;
+    let tokens: HashMap<i64, i64> = histories.iter().flat_map(|h| h.completions.iter().copied()).collect();
+    completions.extend(histories.iter().flat_map(|h| h.completions.iter().map(|(id, _)| *id)));
+    // The last progress report the server accepted for each job: reports of one job are made by
+    // its lease holders one after another, so the highest sequence number is the last.
+    let mut last_progress: HashMap<i64, i64> = HashMap::new();
+    for (id, n) in histories.iter().flat_map(|h| h.progress.iter().copied()) {
+        let last = last_progress.entry(id).or_insert(n);
+        *last = (*last).max(n);
+    }
+    let snoozes: usize = histories.iter().map(|h| h.snoozes).sum();
     let stale_refused: usize = histories.iter().map(|h| h.stale_refused).sum();
     let crashes: usize = histories.iter().map(|h| h.crashes).sum();
 
@@ -663,18 +720,37 @@ fn boundary_12_a_randomized_history_keeps_every_guarantee() {
     }
     assert!(per_job.values().all(|&n| n == 1), "a job was completed successfully twice");
     let rows = setup
-        .query("SELECT id, status::text, attempt_count, max_attempts FROM jq_jobs WHERE queue_name = 'chaos'", &[])
+        .query(
+            "SELECT id, status::text, attempt_count, max_attempts, last_error_code, (result->>'token')::bigint,
+                    (progress->>'seq')::bigint, coalesce(claimed_at < expires_at, true)
+             FROM jq_jobs WHERE queue_name = 'chaos'",
+            &[],
+        )
         .unwrap();
     assert_eq!(rows.len(), jobs as usize);
-    let mut dead = 0;
+    let (mut dead, mut expired) = (0, 0);
     for row in rows {
         let (id, status, attempts, max): (i64, String, i32, i32) = (row.get(0), row.get(1), row.get(2), row.get(3));
+        let (code, result_token, progress, claimed_in_time): (Option<String>, Option<i64>, Option<i64>, bool) =
+            (row.get(4), row.get(5), row.get(6), row.get(7));
         assert!(attempts <= max, "job {id}: {attempts} attempts of {max}");
+        assert_eq!(progress, last_progress.get(&id).copied(), "job {id}: its progress is not the last one accepted");
+        assert!(claimed_in_time, "job {id} was claimed after its expires_at");
         match status.as_str() {
-            "succeeded" => assert_eq!(per_job.get(&id), Some(&1), "job {id} succeeded without a recorded completion"),
+            "succeeded" => {
+                assert_eq!(per_job.get(&id), Some(&1), "job {id} succeeded without a recorded completion");
+                if let Some(token) = tokens.get(&id) {
+                    assert_eq!(result_token, Some(*token), "job {id}: the result is not its completion's");
+                }
+            }
             "dead" => {
                 dead += 1;
                 assert_eq!(per_job.get(&id), None, "job {id} is dead but was completed");
+            }
+            "cancelled" => {
+                expired += 1;
+                assert_eq!(code.as_deref(), Some("EXPIRED"), "job {id} was cancelled, not by its deadline");
+                assert_eq!(per_job.get(&id), None, "job {id} expired but was completed");
             }
             other => panic!("job {id} ended {other}"),
         }
@@ -682,9 +758,11 @@ fn boundary_12_a_randomized_history_keeps_every_guarantee() {
     assert!(stale_refused > 0, "no stale report was refused: the faults did not fire");
     println!(
         "randomized history: {operations} operations on {jobs} jobs, {} grants, {} successful completions, \
-         {} stale reports refused, {crashes} crashes, {dead} jobs dead",
+         {} stale reports refused, {crashes} crashes, {snoozes} snoozes, {} progress reports, {dead} jobs dead, \
+         {expired} expired",
         grants.len(),
         completions.len(),
-        stale_refused
+        stale_refused,
+        last_progress.len()
     );
 }
