@@ -402,6 +402,17 @@ def wake_latency_workload(cluster, jobs):
     return result
 
 
+def await_latency_workload(cluster, jobs):
+    """W12 (bench/wakeups.py): enqueue commit to jq_await returning the finished job."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import wakeups
+    dsn = f"host=127.0.0.1 port={cluster.port} user=postgres dbname=jobqueue"
+    r = wakeups.measure_await(dsn, jobs)
+    print(f"  w12     await   p50 {r['p50_ms']:8.2f} ms  p99 {r['p99_ms']:8.2f} ms  ({r['jobs']} jobs); after the "
+          f"completion p50 {r['after_complete_p50_ms']:.2f} ms, p99 {r['after_complete_p99_ms']:.2f} ms", flush=True)
+    return r
+
+
 GOALS = [
     # (label, workload, numerator, denominator, goal with synchronous_commit on, goal with it off)
     ("W3 vs baseline", "w3", "jobqueue", "baseline", 1.0, 0.85),
@@ -450,6 +461,10 @@ def report(passes):
                      f"counting costs {sc['cost'] * 100:.1f}% (goal under 3%)")
         for mode, r in result["wake_latency"].items():
             lines.append(f"w8        {mode:9} enqueue commit to claim p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms")
+        aw = result.get("await_latency")
+        if aw:
+            lines.append(f"w12       jq_await  enqueue commit to await return p50 {aw['p50_ms']:.2f} ms, p99 {aw['p99_ms']:.2f} ms; "
+                         f"completion to await return p50 {aw['after_complete_p50_ms']:.2f} ms")
         lines.append("goals:")
         tp = result["throughput"]
         for label, workload, num, den, goal_on, goal_off in GOALS:
@@ -521,6 +536,13 @@ def markdown(results):
                       "poll": "polling every 1 s"}
             for mode, r in result["wake_latency"].items():
                 lines.append(f"| {labels[mode]} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['max_ms']:.2f} |")
+        aw = result.get("await_latency")
+        if aw:
+            lines += ["", "| W12: jq_await, idle workers | p50 ms | p99 ms | max ms |", "|---|---:|---:|---:|",
+                      f"| enqueue commit to jq_await returning the finished job | {aw['p50_ms']:.2f} | "
+                      f"{aw['p99_ms']:.2f} | {aw['max_ms']:.2f} |",
+                      f"| the completion's commit to jq_await returning | {aw['after_complete_p50_ms']:.2f} | "
+                      f"{aw['after_complete_p99_ms']:.2f} | |"]
     return "\n".join(lines)
 
 
@@ -531,7 +553,7 @@ def main():
     parser.add_argument("--runs", type=int, help="runs per workload (the median is reported)")
     parser.add_argument("--port", type=int, default=55497)
     parser.add_argument("--only", help="comma-separated synchronous_commit passes to run (on,off)")
-    parser.add_argument("--workloads", help="comma-separated workloads to run (w1,...,w5, notify, rate, stats, w8); "
+    parser.add_argument("--workloads", help="comma-separated workloads to run (w1,...,w5, notify, rate, stats, w8, await); "
                         "W6 and W7 only when not given")
     parser.add_argument("--no-preload", action="store_true",
                         help="run the server as installed by default: without shared_preload_libraries")
@@ -576,6 +598,8 @@ def main():
                 passes[sync]["stats_cost"] = stats_cost_workload(systems[0], seconds, runs)
             if not wanted or "w8" in wanted:
                 passes[sync]["wake_latency"] = wake_latency_workload(cluster, 100 if args.quick else 300)
+            if not wanted or "await" in wanted:
+                passes[sync]["await_latency"] = await_latency_workload(cluster, 100 if args.quick else 300)
     finally:
         cluster.stop()
     if not args.workloads:

@@ -86,3 +86,47 @@ def measure(dsn, jobs):
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("DELETE FROM jq_live_jobs WHERE id IN (SELECT id FROM jq_jobs WHERE queue_name = %s)", (QUEUE,))
     return {mode: _run_mode(dsn, mode, jobs) for mode in ("wait", "notify", "poll")}
+
+
+def measure_await(dsn, jobs):
+    """W12: a caller that enqueues a job and waits for its result with jq_await, with idle workers
+    (waiting claims) that claim it and complete it at once. Per job: from the enqueue's commit to
+    jq_await returning the finished job (enqueue, claim, complete, await returns), and from the
+    completion's commit returning in the worker to jq_await returning."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DELETE FROM jq_live_jobs WHERE id IN (SELECT id FROM jq_jobs WHERE queue_name = %s)", (QUEUE,))
+    completed, stop = {}, threading.Event()
+
+    def worker(name):
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            while not stop.is_set():
+                row = conn.execute("SELECT id, lease_token FROM jq_claim(%s, %s, wait => interval '1 second')",
+                                   (QUEUE, name)).fetchone()
+                if row is not None:
+                    conn.execute("SELECT jq_complete(%s, %s, %s, result => '{\"done\": true}')", (row[0], name, row[1]))
+                    completed[row[0]] = time.monotonic()
+
+    threads = [threading.Thread(target=worker, args=(f"await-{i}",)) for i in range(WORKERS)]
+    for t in threads:
+        t.start()
+    time.sleep(1.5)
+    total, after = [], []
+    with psycopg.connect(dsn, autocommit=True) as caller:
+        for _ in range(jobs):
+            job_id = caller.execute("SELECT jq_enqueue(%s, '{}')", (QUEUE,)).fetchone()[0]
+            enqueued = time.monotonic()
+            row = caller.execute("SELECT status FROM jq_await(%s, interval '30 seconds')", (job_id,)).fetchone()
+            returned = time.monotonic()
+            if row is None or row[0] != "succeeded":
+                raise SystemExit(f"W12: job {job_id} did not finish in 30 s")
+            total.append((returned - enqueued) * 1000)
+            # The worker notes its completion after the commit returns; the awaiter can return first.
+            after.append(max(0.0, returned - completed.get(job_id, returned)) * 1000)
+            time.sleep(random.uniform(0.010, 0.040))
+    stop.set()
+    for t in threads:
+        t.join()
+    total.sort()
+    after.sort()
+    return {"jobs": jobs, "p50_ms": _pct(total, 0.50), "p99_ms": _pct(total, 0.99), "max_ms": total[-1],
+            "after_complete_p50_ms": _pct(after, 0.50), "after_complete_p99_ms": _pct(after, 0.99)}
