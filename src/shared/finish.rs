@@ -4,10 +4,10 @@
 //! slot only wake each other's waiters spuriously, and a spurious wake costs one look.
 //!
 //! A job that finishes (succeeds, dies, or is cancelled) moves its slot on at commit, so a woken
-//! waiter finds the finished row. Only while someone waits anywhere on the server: a count of
-//! waiters keeps the hot path (every completion) free of the commit callback otherwise. A waiter
-//! that ends without taking itself off the count (its backend died) costs completions that
-//! callback, never a wake-up.
+//! waiter finds the finished row; only while someone waits anywhere on the server (a count of
+//! waiters, read at commit), so that a completion nobody awaits costs a commit callback and one
+//! atomic read. A waiter that ends without taking itself off the count (its backend died) costs
+//! completions a needless wake-up of a slot nobody sleeps on, never a missed one.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -74,13 +74,20 @@ fn header() -> Option<&'static Header> {
 }
 
 /// The job finished in this transaction: its waiters are woken once it commits, not if it rolls back.
+///
+/// Whether anyone waits is asked at commit, not now: a waiter that counts itself after this call
+/// but before the commit would otherwise sleep through it. Asked at commit, either the count
+/// already holds the waiter, and the slot moves on, or the waiter counts itself after the commit
+/// is visible, and its next look, which follows its count, finds the job finished.
 pub fn at_commit(job_id: i64) {
-    if header().is_none_or(|h| h.waiting.load(Ordering::SeqCst) == 0) {
-        return;
-    }
+    let Some(header) = header() else { return };
     if let Some(slot) = slot_of(job_id) {
-        // SAFETY: slots live as long as the server; the condition variable was initialised.
-        xact::at_commit(move || unsafe { wake::bump(slot) });
+        xact::at_commit(move || {
+            if header.waiting.load(Ordering::SeqCst) > 0 {
+                // SAFETY: slots live as long as the server; the condition variable was initialised.
+                unsafe { wake::bump(slot) };
+            }
+        });
     }
 }
 

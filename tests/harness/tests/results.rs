@@ -142,3 +142,20 @@ fn without_preload_await_polls() {
     client.execute("SELECT jq_complete($1, 'w', $2)", &[&id, &token]).unwrap();
     assert_eq!(waiter.join().unwrap().as_deref(), Some("succeeded"));
 }
+
+/// A completion whose statement ran before jq_await began, and whose transaction commits while it
+/// sleeps, still wakes it: whether anyone waits is asked at the commit.
+#[test]
+fn await_is_woken_by_a_completion_made_before_it_began_and_committed_while_it_sleeps() {
+    let cluster = Cluster::start_with(&[PRELOAD]);
+    let mut worker = cluster.connect();
+    let id: i64 = worker.query_one("SELECT jq_enqueue('r', '{}')", &[]).unwrap().get(0);
+    let (_, token) = claimed(&mut worker, "r");
+    worker.batch_execute(&format!("BEGIN; SELECT jq_complete({id}, 'w', {token})")).unwrap();
+    let waiter = awaiting(&cluster, id);
+    let mut admin = cluster.connect();
+    sleeping(&mut admin);
+    worker.batch_execute("COMMIT").unwrap();
+    // Rechecks are an hour apart: only the commit's wake-up ends the four-minute wait.
+    assert_eq!(waiter.join().unwrap().unwrap().as_deref(), Some("succeeded"));
+}
