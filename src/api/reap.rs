@@ -36,6 +36,8 @@ thread_local! {
     static SKIPPED: RefCell<BTreeMap<i64, Instant>> = const { RefCell::new(BTreeMap::new()) };
     /// Jobs whose failure this session has logged.
     static LOGGED: RefCell<BTreeSet<i64>> = const { RefCell::new(BTreeSet::new()) };
+    /// Whether this session logged a failed tick pass.
+    static TICKS_FAILED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// When this session last recovered each queue inline.
     static LAST_INLINE_REAP: RefCell<HashMap<String, Instant>> = RefCell::new(HashMap::new());
 }
@@ -60,9 +62,14 @@ pub fn reap_expired(max_jobs: i32, queue_name: Option<&str>, now: TimestampWithT
     let reaped = robustly(Pass::Leases, max_jobs, queue_name, now)?;
     robustly(Pass::Expiry, max_jobs, queue_name, now)?;
     // The schedules' ticks belong to the passes over every queue: jq_reap() and the background
-    // worker, not a claim's inline recovery of its own queue.
+    // worker, not a claim's inline recovery of its own queue. In a subtransaction of their own,
+    // so that a tick pass that fails as a whole leaves the reaping done.
     if queue_name.is_none() {
-        super::schedules::tick(now)?;
+        if let Err(message) = in_subtransaction(|| super::schedules::tick(now)) {
+            if !TICKS_FAILED.replace(true) {
+                warning!("pg_jobqueue: the schedules' tick pass failed, and is tried again at every pass: {message}");
+            }
+        }
     }
     Ok(reaped)
 }
