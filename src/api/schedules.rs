@@ -192,8 +192,12 @@ fn jq_cron_next(
     if !(1..=1000).contains(&count) {
         invalid_argument("count", "must be between 1 and 1000");
     }
-    let after = input::run_at(after).unwrap_or_else(clock::now);
-    let mut at: pg_sys::TimestampTz = after.into();
+    let mut at: pg_sys::TimestampTz = after.unwrap_or_else(clock::now).into();
+    // The calendar of years 1 to 9999, whose runs stay well inside the timestamp range.
+    let (first, last) = (Civil::new(1, 1, 1, 0, 0, 0), Civil::new(9999, 12, 31, 23, 59, 59));
+    if at < first.to_seconds() * MICROS || at > last.to_seconds() * MICROS {
+        invalid_argument("after", "must be a time in the years 1 to 9999");
+    }
     let mut runs = Vec::new();
     while runs.len() < count as usize {
         let Some(next) = next_tick(&cron, time_zone, at) else { break };

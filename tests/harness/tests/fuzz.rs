@@ -55,6 +55,29 @@ const SETTINGS: &[&str] = &[
     "'{\"concurrency_limit\": null}'::jsonb",
 ];
 const PRIVILEGE: &[&str] = &["NULL", "''", "'everything'", "'consume'"];
+const KEY_SETTINGS: &[&str] = &[
+    "NULL",
+    "'[]'::jsonb",
+    "'{\"x\": 1}'::jsonb",
+    "'{\"weight\": 0}'::jsonb",
+    "'{\"weight\": 1001}'::jsonb",
+    "'{\"concurrency_limit\": -1}'::jsonb",
+    "'{\"concurrency_limit\": null, \"weight\": 3}'::jsonb",
+];
+const CRON: &[&str] = &[
+    "NULL",
+    "''",
+    "'* * * *'",
+    "'61 * * * * *'",
+    "'0 0 30 2 *'",
+    "'*/0 * * * *'",
+    "'@never'",
+    "'0 0 29 2 *'",
+    "'*/10 * * * * *'",
+    "repeat('* ', 10000)",
+];
+const TIME_ZONE: &[&str] = &["NULL", "''", "'Mars/Olympus'", "'Europe/Paris'", "repeat('x', 10000)", "'UTC+3'"];
+const CATCH_UP: &[&str] = &["NULL", "''", "'sometimes'", "'each'"];
 
 /// One argument of a function: its name, a valid value, and the values to try.
 type Argument = (&'static str, String, &'static [&'static str]);
@@ -75,6 +98,8 @@ fn functions(job: i64, token: i64) -> Vec<(&'static str, Vec<Argument>)> {
                 ("max_attempts", "NULL".into(), INT),
                 ("dedup_key", "NULL".into(), TEXT),
                 ("ordering_key", "NULL".into(), TEXT),
+                ("concurrency_key", "NULL".into(), TEXT),
+                ("expires_at", "NULL".into(), TIMESTAMPTZ),
             ],
         ),
         (
@@ -85,6 +110,8 @@ fn functions(job: i64, token: i64) -> Vec<(&'static str, Vec<Argument>)> {
                 ("priority", "0".into(), INT),
                 ("run_at", "NULL".into(), TIMESTAMPTZ),
                 ("max_attempts", "NULL".into(), INT),
+                ("concurrency_key", "NULL".into(), TEXT),
+                ("expires_at", "NULL".into(), TIMESTAMPTZ),
             ],
         ),
         (
@@ -108,7 +135,12 @@ fn functions(job: i64, token: i64) -> Vec<(&'static str, Vec<Argument>)> {
         ),
         (
             "jq_complete",
-            vec![("job_id", "0".into(), BIGINT), ("worker", "'w'".into(), TEXT), ("lease_token", tok(), BIGINT)],
+            vec![
+                ("job_id", "0".into(), BIGINT),
+                ("worker", "'w'".into(), TEXT),
+                ("lease_token", tok(), BIGINT),
+                ("result", "NULL".into(), JSONB),
+            ],
         ),
         (
             "jq_complete_batch",
@@ -116,6 +148,61 @@ fn functions(job: i64, token: i64) -> Vec<(&'static str, Vec<Argument>)> {
                 ("job_ids", "ARRAY[0::bigint]".into(), BIGINT_ARRAY),
                 ("worker", "'w'".into(), TEXT),
                 ("lease_tokens", "ARRAY[0::bigint]".into(), BIGINT_ARRAY),
+                ("results", "NULL".into(), JSONB_ARRAY),
+            ],
+        ),
+        (
+            "jq_progress",
+            vec![
+                ("job_id", "0".into(), BIGINT),
+                ("worker", "'w'".into(), TEXT),
+                ("lease_token", tok(), BIGINT),
+                ("progress", "'{}'".into(), JSONB),
+            ],
+        ),
+        (
+            "jq_progress_of",
+            vec![("job_id", id(), BIGINT), ("worker", "'w'".into(), TEXT), ("lease_token", tok(), BIGINT)],
+        ),
+        (
+            "jq_snooze",
+            vec![
+                ("job_id", "0".into(), BIGINT),
+                ("worker", "'w'".into(), TEXT),
+                ("lease_token", tok(), BIGINT),
+                ("delay", "interval '1 s'".into(), INTERVAL),
+            ],
+        ),
+        ("jq_result", vec![("job_id", id(), BIGINT)]),
+        ("jq_await", vec![("job_id", "0".into(), BIGINT), ("wait", "interval '0'".into(), INTERVAL)]),
+        (
+            "jq_schedule",
+            vec![
+                ("name", "'fz-schedule'".into(), TEXT),
+                ("cron", "'* * * * *'".into(), CRON),
+                ("queue_name", q(), TEXT),
+                ("payload", "'{}'".into(), JSONB),
+                ("time_zone", "'UTC'".into(), TIME_ZONE),
+                ("catch_up", "'once'".into(), CATCH_UP),
+                ("catch_up_limit", "10".into(), INT),
+                ("priority", "0".into(), INT),
+                ("max_attempts", "NULL".into(), INT),
+                ("dedup_key", "NULL".into(), TEXT),
+                ("ordering_key", "NULL".into(), TEXT),
+                ("concurrency_key", "NULL".into(), TEXT),
+                ("paused", "false".into(), BOOLEAN),
+            ],
+        ),
+        ("jq_pause_schedule", vec![("name", "'fz-schedule'".into(), TEXT)]),
+        ("jq_resume_schedule", vec![("name", "'fz-schedule'".into(), TEXT)]),
+        ("jq_unschedule", vec![("name", "'fz-none'".into(), TEXT)]),
+        (
+            "jq_cron_next",
+            vec![
+                ("cron", "'* * * * *'".into(), CRON),
+                ("time_zone", "'UTC'".into(), TIME_ZONE),
+                ("after", "NULL".into(), TIMESTAMPTZ),
+                ("count", "5".into(), INT),
             ],
         ),
         (
@@ -148,6 +235,14 @@ fn functions(job: i64, token: i64) -> Vec<(&'static str, Vec<Argument>)> {
         ("jq_prune", vec![("max_jobs", "1".into(), INT)]),
         ("jq_configure", vec![("queue_name", "'fz-settings'".into(), TEXT), ("settings", "'{}'".into(), SETTINGS)]),
         (
+            "jq_configure_key",
+            vec![
+                ("queue_name", "'fz-settings'".into(), TEXT),
+                ("concurrency_key", "'k'".into(), TEXT),
+                ("settings", "'{}'".into(), KEY_SETTINGS),
+            ],
+        ),
+        (
             "jq_grant",
             vec![
                 ("role", "'pg_monitor'".into(), &["NULL"]),
@@ -175,7 +270,8 @@ fn state(client: &mut Client) -> String {
             "SELECT concat_ws(' ', (SELECT count(*) FROM jq_jobs), (SELECT sum(lease_token) FROM jq_jobs),
                     (SELECT md5(string_agg(j::text, '' ORDER BY id)) FROM jq_jobs j),
                     (SELECT count(*) FROM jq_job_events), (SELECT md5(string_agg(q::text, '' ORDER BY queue_name)) FROM jq_queues q),
-                    (SELECT md5(string_agg(g::text, '' ORDER BY g::text)) FROM jq_grants g))",
+                    (SELECT md5(string_agg(g::text, '' ORDER BY g::text)) FROM jq_grants g),
+                    (SELECT md5(string_agg(s::text, '' ORDER BY name)) FROM jq_schedule_specs s))",
             &[],
         )
         .unwrap()
