@@ -55,9 +55,9 @@ fn jq_result(
 }
 
 /// Waits up to `wait` for the job to finish (succeeded, dead or cancelled) and returns what
-/// jq_result would then; no row if it has not finished in time, or does not exist. Woken by the finishing commit
-/// through shared memory when the library is preloaded, and polling otherwise; sleeps without a
-/// snapshot horizon where it can (as a waiting claim does: README, "Waiting claims").
+/// jq_result would then; no row if it has not finished in time, or does not exist. Woken by the
+/// finishing commit through shared memory when the library is preloaded, and polling otherwise;
+/// sleeps without a snapshot horizon where it can (as a waiting claim does: README, "Wake-ups").
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 #[allow(clippy::type_complexity)]
