@@ -77,7 +77,7 @@ fn jq_complete(
             };
             rights::require(&queue_name, Privilege::Consume);
             count_completion(&queue_name, claimed_at, now, keyed);
-            finish::at_commit(job_id);
+            finish::at_commit(&[job_id]);
             Ok(true)
         })
     })
@@ -133,9 +133,9 @@ fn jq_complete_batch(
             {
                 rights::require(&queue_name, Privilege::Consume);
                 count_completion(&queue_name, claimed_at, now, keyed);
-                finish::at_commit(id);
                 completed.push(id);
             }
+            finish::at_commit(&completed);
             if completed.len() < job_ids.len() {
                 let refused = job_ids.iter().copied().filter(|id| !completed.contains(id)).collect();
                 count_refused(db, refused, Counter::StaleCompletions)?;
@@ -189,7 +189,7 @@ fn jq_fail(
             counters::failure(&queue_name, error_code);
             counters::count(&queue_name, if dead { Counter::Deaths } else { Counter::Retries });
             if dead {
-                finish::at_commit(id);
+                finish::at_commit(&[id]);
             } else {
                 front::lower_at_commit(&queue_name, Key { priority, available_at: available_at.into(), id }, keyed);
             }

@@ -144,23 +144,23 @@ fn run(
     let changed = match pass {
         Pass::Leases => {
             let rows = db::rows_planned_per_call::<(i64, String, bool)>(REAP, &args)?;
-            for (id, queue_name, dead) in &rows {
+            for (_, queue_name, dead) in &rows {
                 counters::count(queue_name, Counter::LeaseExpirations);
                 counters::count(queue_name, if *dead { Counter::Deaths } else { Counter::Retries });
-                if *dead {
-                    finish::at_commit(*id);
-                } else {
+                if !*dead {
                     front::forget_at_commit(queue_name);
                 }
             }
+            let died: Vec<i64> = rows.iter().filter(|(_, _, dead)| *dead).map(|(id, ..)| *id).collect();
+            finish::at_commit(&died);
             rows.len()
         }
         Pass::Expiry => {
             let rows = db::rows_planned_per_call::<(i64, String)>(EXPIRE, &args)?;
-            for (id, queue_name) in &rows {
+            for (_, queue_name) in &rows {
                 counters::count(queue_name, Counter::Cancellations);
-                finish::at_commit(*id);
             }
+            finish::at_commit(&rows.iter().map(|(id, _)| *id).collect::<Vec<_>>());
             rows.len()
         }
     };

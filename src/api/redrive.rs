@@ -65,7 +65,7 @@ fn jq_cancel(job_id: Option<i64>) -> spi::Result<bool> {
             front::forget_at_rollback(&queue_name);
             rights::require(&queue_name, Privilege::Manage);
             counters::count(&queue_name, Counter::Cancellations);
-            finish::at_commit(job_id);
+            finish::at_commit(&[job_id]);
             Ok(true)
         })
     })

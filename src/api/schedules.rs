@@ -167,9 +167,13 @@ fn set_paused(name: &str, paused: bool) -> spi::Result<bool> {
                 return Ok(false);
             };
             rights::require(&queue_name, Privilege::Manage);
-            // The row passed these checks when it was written; a row that no longer does (an
-            // operator's UPDATE) keeps its next run.
-            let next = Cron::parse(&cron).ok().and_then(|cron| next_tick(&cron, &time_zone, now.into())).map(timestamp);
+            // Only a resume moves the next run on. The row passed these checks when it was written;
+            // one that no longer does (an operator's UPDATE) keeps its next run, and its tick
+            // pass logs why.
+            let next = (!paused)
+                .then(|| Cron::parse(&cron).ok().and_then(|cron| next_tick(&cron, &time_zone, now.into())))
+                .flatten()
+                .map(timestamp);
             let args = [name.into(), paused.into(), next.into()];
             Ok(!db.rows::<(String,)>(PAUSE, &args)?.is_empty())
         })
@@ -579,6 +583,17 @@ mod tests {
                 AND next_run > clock_timestamp() + interval '1 s'
              FROM jq_schedules WHERE name = 's'"
         ));
+    }
+
+    /// A schedule whose expression no longer parses (an operator's UPDATE) still pauses and
+    /// resumes, keeping its next run.
+    #[pg_test]
+    fn a_schedule_that_no_longer_parses_resumes_keeping_its_next_run() {
+        run("SELECT jq_schedule('s', '* * * * * *', 'q', '{}', paused => true)");
+        run("UPDATE jq_schedule_specs SET cron = 'not a cron' WHERE name = 's'");
+        let before = one::<String>("SELECT next_run::text FROM jq_schedule_specs WHERE name = 's'");
+        assert!(one::<bool>("SELECT jq_resume_schedule('s')"));
+        assert_eq!(one::<String>("SELECT next_run::text FROM jq_schedule_specs WHERE name = 's'"), before);
     }
 
     /// One schedule whose job cannot be enqueued does not stop the others' ticks.

@@ -140,33 +140,23 @@ mod tests {
         assert_no_seq_scan(&plan);
         assert_has_node(&plan, "Tid Scan");
 
-        let reap_plan = Spi::explain_with_args(
-            include_str!("../../sql/queries/reap.sql"),
-            &[
+        // The reaper's passes: expired leases by the running index, and the expiry sweep only
+        // through the jobs that have a deadline, soonest first.
+        for (sql, index) in [
+            (include_str!("../../sql/queries/reap.sql"), "jq_live_jobs_running"),
+            (include_str!("../../sql/queries/expire.sql"), "jq_live_jobs_expiring"),
+        ] {
+            let args = [
                 10000i32.into(),
                 now.into(),
                 Option::<&str>::None.into(),
                 Vec::<i64>::new().into(),
                 Option::<i64>::None.into(),
-            ],
-        )
-        .unwrap();
-        assert_no_sort_and_no_seq_scan(&reap_plan.0);
-        assert_reads_index(&reap_plan.0, "jq_live_jobs_running");
-        // The expiry sweep reads only the jobs that have a deadline, soonest first.
-        let expire_plan = Spi::explain_with_args(
-            include_str!("../../sql/queries/expire.sql"),
-            &[
-                10000i32.into(),
-                now.into(),
-                Option::<&str>::None.into(),
-                Vec::<i64>::new().into(),
-                Option::<i64>::None.into(),
-            ],
-        )
-        .unwrap();
-        assert_no_sort_and_no_seq_scan(&expire_plan.0);
-        assert_reads_index(&expire_plan.0, "jq_live_jobs_expiring");
+            ];
+            let plan = Spi::explain_with_args(sql, &args).unwrap();
+            assert_no_sort_and_no_seq_scan(&plan.0);
+            assert_reads_index(&plan.0, index);
+        }
 
         // Operators' reads and retention grow with live work, not with the succeeded history.
         // The stats view reads the hot table alone, whose size is the live work.

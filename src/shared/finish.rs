@@ -73,22 +73,27 @@ fn header() -> Option<&'static Header> {
     unsafe { HEADER.as_ref() }
 }
 
-/// The job finished in this transaction: its waiters are woken once it commits, not if it rolls back.
+/// The jobs finished in this transaction: their waiters are woken once it commits, not if it rolls
+/// back. One commit callback per call, however many jobs (a batch completion passes them all).
 ///
 /// Whether anyone waits is asked at commit, not now: a waiter that counts itself after this call
 /// but before the commit would otherwise sleep through it. Asked at commit, either the count
 /// already holds the waiter, and the slot moves on, or the waiter counts itself after the commit
 /// is visible, and its next look, which follows its count, finds the job finished.
-pub fn at_commit(job_id: i64) {
+pub fn at_commit(job_ids: &[i64]) {
     let Some(header) = header() else { return };
-    if let Some(slot) = slot_of(job_id) {
-        xact::at_commit(move || {
-            if header.waiting.load(Ordering::SeqCst) > 0 {
+    if job_ids.is_empty() {
+        return;
+    }
+    let slots: Vec<*mut Slot> = job_ids.iter().filter_map(|id| slot_of(*id)).collect();
+    xact::at_commit(move || {
+        if header.waiting.load(Ordering::SeqCst) > 0 {
+            for slot in slots {
                 // SAFETY: slots live as long as the server; the condition variable was initialised.
                 unsafe { wake::bump(slot) };
             }
-        });
-    }
+        }
+    });
 }
 
 /// A session waiting for a job: counted while it lives. The count is raised before the waiter's

@@ -638,8 +638,7 @@ impl Output {
     /// The result as a JSON text: the output, if it is JSON; otherwise the output as a JSON
     /// string; none if it was empty.
     fn result(&self) -> Option<String> {
-        let start = self.kept.iter().position(|b| b & 0xC0 != 0x80).unwrap_or(self.kept.len());
-        let text = String::from_utf8_lossy(&self.kept[start..]).replace('\0', "");
+        let text = String::from_utf8_lossy(&self.kept).replace('\0', "");
         let text = text.trim();
         if text.is_empty() {
             return None;
