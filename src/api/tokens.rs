@@ -17,6 +17,11 @@
 //! and the timeline WAL is written on (new after a promotion). Crash recovery replays at least to
 //! the end of the last lifetime's starting point and whatever it flushed, so a lifetime that
 //! follows a crash always has a new name; a clean start loses nothing, whatever its name.
+//!
+//! A promoted standby is a new lifetime too (its timeline is new), but with asynchronous
+//! replication it may never have seen the old primary's latest epoch rows. So an epoch is also at
+//! least `(timeline - 1) << 16`: every epoch of the old timeline stays below it (README,
+//! "Failover").
 
 use std::cell::Cell;
 
