@@ -407,7 +407,10 @@ impl Slot {
                     }
                     Ok(false) => {
                         kill_group(&mut child);
-                        return self.log(&format!("lease lost on job {}: progress refused, command killed", job.id));
+                        return self.log(&format!(
+                            "lease lost on job {} (lease token {}): progress refused, command killed",
+                            job.id, job.token
+                        ));
                     }
                     Err(e) => self.failed(&format!("progress of job {}", job.id), &e),
                 }
@@ -420,7 +423,10 @@ impl Slot {
                     }
                     Ok(false) => {
                         kill_group(&mut child);
-                        return self.log(&format!("lease lost on job {}: heartbeat refused, command killed", job.id));
+                        return self.log(&format!(
+                            "lease lost on job {} (lease token {}): heartbeat refused, command killed",
+                            job.id, job.token
+                        ));
                     }
                     Err(e) => {
                         self.failed(&format!("heartbeat of job {}", job.id), &e);
@@ -553,17 +559,27 @@ impl Slot {
             });
             match result.map(|row| row.get::<_, bool>(0)) {
                 Ok(true) => {
+                    let (id, token) = (job.id, job.token);
                     return self.log(&match &outcome {
-                        Outcome::Completed(_) => format!("completed job {}", job.id),
-                        Outcome::Snoozed(seconds) => format!("snoozed job {} for {seconds} s", job.id),
+                        Outcome::Completed(_) => format!("completed job {id} (lease token {token})"),
+                        Outcome::Snoozed(seconds) => format!("snoozed job {id} (lease token {token}) for {seconds} s"),
                         Outcome::Failed { code, retryable: true, .. } => {
-                            format!("failed job {}: {code}, retryable", job.id)
+                            format!("failed job {id} (lease token {token}): {code}, retryable")
                         }
-                        Outcome::Failed { code, .. } => format!("failed job {}: {code}, permanent", job.id),
-                        Outcome::Released => format!("released job {}: grace ran out, command killed", job.id),
-                    })
+                        Outcome::Failed { code, .. } => {
+                            format!("failed job {id} (lease token {token}): {code}, permanent")
+                        }
+                        Outcome::Released => {
+                            format!("released job {id} (lease token {token}): grace ran out, command killed")
+                        }
+                    });
                 }
-                Ok(false) => return self.log(&format!("lease lost on job {}: the report was refused", job.id)),
+                Ok(false) => {
+                    return self.log(&format!(
+                        "lease lost on job {} (lease token {}): the report was refused",
+                        job.id, job.token
+                    ))
+                }
                 // The server refused the result (over pg_jobqueue.max_result_bytes): complete without.
                 Err(e)
                     if matches!(outcome, Outcome::Completed(Some(_)))

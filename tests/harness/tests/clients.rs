@@ -3,7 +3,7 @@
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::Instant;
 
@@ -33,12 +33,15 @@ fn the_python_example_worker_drains_a_queue() {
             Command::new("/usr/bin/python3")
                 .arg(repo().join("examples/worker.py"))
                 .args(["--dsn", &cluster.dsn(), "--queue", "emails", "--wait", "1", "--once-empty"])
+                .stderr(Stdio::piped())
                 .spawn()
                 .expect("python3 runs")
         })
         .collect();
-    for mut worker in workers {
-        assert!(worker.wait().unwrap().success(), "the Python worker failed");
+    for worker in workers {
+        // Its log, a line per claim and report, is shown only if it failed.
+        let output = worker.wait_with_output().unwrap();
+        assert!(output.status.success(), "the Python worker failed:\n{}", String::from_utf8_lossy(&output.stderr));
     }
     let states = text_rows(
         &mut client,
