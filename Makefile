@@ -13,7 +13,7 @@ SUDO := sudo
 endif
 EXTENSION_DIR = $(shell $(PG_CONFIG) --sharedir)/extension
 
-.PHONY: all setup build install install-release lint test test-unit test-regress test-isolation test-integration demo soak bench bench-quick bench-claim bench-profile bench-reap bench-schema clean
+.PHONY: all setup build install install-release lint test test-unit test-regress test-isolation test-integration test-cluster demo soak bench bench-quick bench-claim bench-profile bench-reap bench-schema clean
 
 all: build
 
@@ -55,6 +55,11 @@ test-isolation: install
 
 test-integration: install
 	@scripts/test.sh integration
+
+# The integration tests with several servers (part of test-integration): failover to a promoted
+# standby.
+test-cluster: install
+	@scripts/test.sh cluster
 
 # The randomized fault history at length (make soak OPS=50000), and 20 crashes right after bursts of claims.
 OPS ?= 20000

@@ -2,7 +2,8 @@
 # Runs the test layers: `lint` (formatting, clippy, code rules: scripts/lint.sh), `unit` (#[pg_test]
 # inside a pgrx-managed server), `regress` (pg_regress: SQL
 # files and their expected output), `isolation` (PostgreSQL's isolation tester), `integration`
-# (several connections to real throwaway servers), or `all`.
+# (several connections to real throwaway servers), `cluster` (the part of `integration` with
+# several servers: failover to a streaming standby), or `all`.
 # Expects the extension to be installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -111,6 +112,11 @@ integration() {
   cargo test -p jq-worker --tests -- --test-threads=1 2>&1 | tee -a "$log"
 }
 
+cluster() {
+  echo "== cluster tests (a primary and its standby)"
+  cargo test -p jq-worker --test failover -- --test-threads=1 2>&1 | tee -a "$log"
+}
+
 lint() {
   echo "== lint (rustfmt, clippy, code rules)"
   scripts/lint.sh 2>&1 | tee -a "$log"
@@ -120,10 +126,11 @@ case "$layer" in
   lint) lint ;;
   unit) unit ;;
   integration) integration ;;
+  cluster) cluster ;;
   regress) regress ;;
   isolation) isolation ;;
   all) lint; unit; regress; isolation; integration ;;
-  *) echo "usage: test.sh lint|unit|regress|isolation|integration|all" >&2; exit 2 ;;
+  *) echo "usage: test.sh lint|unit|regress|isolation|integration|cluster|all" >&2; exit 2 ;;
 esac
 # One closing line for every layer together, summed from cargo's per-binary results.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) } }

@@ -3,6 +3,7 @@
 //! its one transaction is rolled back.
 
 pub mod client;
+pub mod replication;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
