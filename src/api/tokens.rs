@@ -105,3 +105,25 @@ fn lifetime_args(lifetime: (i64, i64)) -> [pgrx::datum::DatumWithOid<'static>; 2
 pub fn lease_write<R>(f: impl FnOnce() -> R) -> R {
     xact::lease_write(f)
 }
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    use super::BUMP;
+    use crate::testing::*;
+
+    /// A promoted standby's first epoch is above every epoch of the timeline before, even when the
+    /// rows of the old primary's last lifetimes never reached it (README, "Failover").
+    #[pg_test]
+    fn a_new_timeline_starts_above_every_epoch_of_the_one_before() {
+        run(&format!("PREPARE bump(bigint, bigint) AS {BUMP}"));
+        run("INSERT INTO jq_token_epochs (epoch, replayed_to, timeline) VALUES (0, 10, 1), (1, 20, 1)");
+        assert_eq!(one::<i64>("EXECUTE bump(30, 2)"), 65536, "the first lifetime after a promotion");
+        assert_eq!(one::<i64>("EXECUTE bump(40, 2)"), 65537, "a crash on the same timeline counts on by one");
+        assert_eq!(one::<i64>("EXECUTE bump(50, 4)"), 3 * 65536, "two promotions later");
+        assert_eq!(one::<i64>("EXECUTE bump(60, 1)"), 3 * 65536 + 1, "epochs never go down");
+        run("DEALLOCATE bump");
+    }
+}
