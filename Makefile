@@ -1,17 +1,6 @@
 # pg_jobqueue: `make demo` and `make test` each set up whatever this machine lacks first.
 SHELL := /bin/bash
-PG_CONFIG := /usr/lib/postgresql/15/bin/pg_config
 export PATH := $(HOME)/.cargo/bin:$(PATH)
-
-# Installing into the system PostgreSQL needs root; a sudo user gets --sudo.
-ifeq ($(shell id -u),0)
-INSTALL_FLAGS :=
-SUDO :=
-else
-INSTALL_FLAGS := --sudo
-SUDO := sudo
-endif
-EXTENSION_DIR = $(shell $(PG_CONFIG) --sharedir)/extension
 
 .PHONY: all setup build install install-release lint test test-unit test-regress test-isolation test-integration test-cluster demo soak bench bench-quick bench-claim bench-profile bench-reap bench-schema clean
 
@@ -24,16 +13,16 @@ build: setup
 	cargo build
 
 # The debug build, as the tests and the demo use it: it builds in a fraction of the time.
-# The frozen install scripts of released versions go beside the build, so that an old version can
-# be installed and upgraded (the upgrade test does).
+# scripts/stage.sh builds the files to install (with the frozen install scripts of released
+# versions, so that an old version can be installed and upgraded, and the router extension), and
+# scripts/install.sh renames each over the installed one, never rewriting a file that a running
+# server has mapped.
 install: setup
-	cargo pgrx install --pg-config $(PG_CONFIG) $(INSTALL_FLAGS)
-	$(SUDO) install -m 644 sql/released/*.sql $(EXTENSION_DIR)/
+	@scripts/install.sh "$$(scripts/stage.sh debug)"
 
 # The optimized build, for production and benchmarks.
 install-release: setup
-	cargo pgrx install --release --pg-config $(PG_CONFIG) $(INSTALL_FLAGS)
-	$(SUDO) install -m 644 sql/released/*.sql $(EXTENSION_DIR)/
+	@scripts/install.sh "$$(scripts/stage.sh release)"
 
 # Every test layer: #[pg_test] unit and plan tests, pg_regress files, isolation specs,
 # multi-connection tests.

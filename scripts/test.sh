@@ -15,12 +15,11 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
 # `cargo pgrx test` installs a build with the test functions (a `tests` schema) into the system
-# PostgreSQL. Put the plain build back, so the other layers test what users get and `make test`
+# PostgreSQL, rewriting the library in place (so no other server should run during this layer).
+# Put the plain build back, by rename, so the other layers test what users get and `make test`
 # leaves no test code installed.
 install_plain() {
-  local sudo=()
-  [ "$(id -u)" -eq 0 ] || sudo=(--sudo)
-  cargo pgrx install --pg-config /usr/lib/postgresql/15/bin/pg_config "${sudo[@]}" >/dev/null
+  scripts/install.sh "$(scripts/stage.sh debug)"
 }
 
 unit() {
