@@ -714,7 +714,9 @@ SELECT q.queue_name,
                                   WHERE n.queue_name = q.queue_name AND rc.concurrency_key = ''
                                     AND rc.window_start > c.now - s.rate_period)
             THEN coalesce(p.pending, 0) ELSE 0 END AS held_by_rate_limit,
-       coalesce(h.by_key_rate, 0)::bigint AS held_by_key_rate_limit
+       coalesce(h.by_key_rate, 0)::bigint AS held_by_key_rate_limit,
+       -- A paused queue's claimable jobs all wait for jq_configure(queue, '{"paused": false}').
+       CASE WHEN s.paused THEN coalesce(p.pending, 0) ELSE 0 END AS held_by_pause
 FROM queues q
 CROSS JOIN clock c
 LEFT JOIN pending p USING (queue_name)
@@ -739,9 +741,10 @@ SELECT s.queue_name,
        coalesce(s.expiring_10s >= t.warn_expiring_leases, false)     AS expiring_leases_warning,
        coalesce(s.oldest_dead_age > t.warn_dead_age, false)           AS dead_age_warning,
        -- Slow because limited, not for want of workers: claimable jobs some limit holds back (the
-       -- largest of jq_queue_stats' held_by_ figures, which may overlap).
+       -- largest of jq_queue_stats' held_by_ figures, which may overlap; a pause holds back all).
        greatest(s.held_by_concurrency_limit, s.held_by_key_limit, s.held_by_rate_limit,
-                s.held_by_key_rate_limit) AS held_back
+                s.held_by_key_rate_limit, s.held_by_pause) AS held_back,
+       coalesce(q.paused, false) AS paused
 FROM jq_queue_stats s
 LEFT JOIN jq_queues q ON q.queue_name = s.queue_name
 CROSS JOIN LATERAL (

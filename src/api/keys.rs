@@ -482,6 +482,29 @@ mod tests {
         assert!(metrics.contains("jq_held_back_jobs{queue=\"h3\",limit=\"rate_limit\"} 3"), "{metrics}");
     }
 
+    /// A paused queue's claimable jobs are counted as pending, and as held back by the pause, so
+    /// that a paused queue does not read as one that lacks workers.
+    #[pg_test]
+    fn the_figures_show_the_jobs_a_pause_holds_back() {
+        run("SELECT jq_configure('p1', '{\"paused\": true}')");
+        keyed("p1", "a", 2);
+        run("SELECT jq_enqueue('p2', '{}')");
+        let stats = one::<String>(
+            "SELECT string_agg(format('%s %s %s', queue_name, pending, held_by_pause), ', ' ORDER BY queue_name)
+             FROM jq_queue_stats WHERE queue_name LIKE 'p_'",
+        );
+        assert_eq!(stats, "p1 2 2, p2 1 0");
+        let health = one::<String>(
+            "SELECT string_agg(format('%s %s', held_back, paused), ',' ORDER BY queue_name)
+             FROM jq_queue_health WHERE queue_name LIKE 'p_'",
+        );
+        assert_eq!(health, "2 t,0 f");
+        let metrics = one::<String>("SELECT jq_metrics()");
+        assert!(metrics.contains("jq_held_back_jobs{queue=\"p1\",limit=\"pause\"} 2"), "{metrics}");
+        run("SELECT jq_configure('p1', '{\"paused\": false}')");
+        assert_eq!(one::<i64>("SELECT held_by_pause FROM jq_queue_stats WHERE queue_name = 'p1'"), 0);
+    }
+
     /// Within a key, the starvation limit keeps its meaning: a job of the key claimable for longer
     /// than the limit goes before the key's fresher, higher-priority jobs, oldest first.
     #[pg_test]
