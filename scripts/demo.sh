@@ -41,10 +41,10 @@ say "queue 'demo': default lease 3 s, backoff from 100 ms"
 say "enqueued $JOBS jobs into queue 'demo'"
 
 # The job: read the payload {"n": N} from stdin. Every 97th job fails its first attempt with exit
-# status 75 (EX_TEMPFAIL: try again later), which jq-worker reports as retryable, with stderr as
-# the error message.
+# status 1, which jq-worker reports as a retryable failure, with stderr as the error message. (Not
+# 75: that snoozes the job and gives its attempt back, so its next run would be attempt 1 again.)
 JOB='p=$(cat); n=${p##*: }; n=${n%\}}
-if [ $((n % 97)) -eq 0 ] && [ "$JQ_ATTEMPT" -eq 1 ]; then echo "a transient error, retried" >&2; exit 75; fi'
+if [ $((n % 97)) -eq 0 ] && [ "$JQ_ATTEMPT" -eq 1 ]; then echo "a transient error, retried" >&2; exit 1; fi'
 # worker-1 hangs on its first job (a minute of "work"), as a stuck or dying worker would.
 HANG='cat >/dev/null; sleep 60'
 for w in $(seq 1 $WORKERS); do
