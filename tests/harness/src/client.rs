@@ -1,8 +1,11 @@
 //! The queue verbs and reads that many tests use, in their plainest form, for one client.
 
+use std::thread;
+use std::time::Duration;
+
 use postgres::{Client, NoTls};
 
-use crate::Cluster;
+use crate::{wait_until, Cluster};
 
 /// A connection to `database` as `user`.
 pub fn connect_as(cluster: &Cluster, database: &str, user: &str) -> Client {
@@ -52,4 +55,37 @@ pub fn sqlstate(client: &mut Client, sql: &str) -> Option<String> {
         .batch_execute(sql)
         .err()
         .map(|e| e.code().map(|c| c.code().to_owned()).unwrap_or_else(|| format!("no SQLSTATE: {e}")))
+}
+
+/// Claims and completes every job of `queue`, reaping as it goes, until `live` (the count of the
+/// queue's pending and running jobs, where the caller keeps it) is zero; returns the jobs it
+/// completed.
+pub fn drain(client: &mut Client, queue: &str, mut live: impl FnMut(&mut Client) -> i64) -> Vec<i64> {
+    let mut completed = Vec::new();
+    wait_until("the queue has drained", || {
+        client.query_one("SELECT jq_reap()", &[]).unwrap();
+        let rows = client
+            .query("SELECT id, lease_token FROM jq_claim($1, 'drainer', interval '1 minute', 100)", &[&queue])
+            .unwrap();
+        for row in &rows {
+            let (id, token): (i64, i64) = (row.get(0), row.get(1));
+            if complete(client, id, "drainer", token) {
+                completed.push(id);
+            }
+        }
+        let live = live(client);
+        if live > 0 && rows.is_empty() {
+            thread::sleep(Duration::from_millis(50));
+        }
+        live == 0
+    });
+    completed
+}
+
+/// The pending and running jobs of `queue`, on the server of `client`.
+pub fn live_jobs(client: &mut Client, queue: &str) -> i64 {
+    client
+        .query_one("SELECT count(*) FROM jq_jobs WHERE queue_name = $1 AND status IN ('pending', 'running')", &[&queue])
+        .unwrap()
+        .get(0)
 }

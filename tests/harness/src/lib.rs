@@ -3,6 +3,7 @@
 //! its one transaction is rolled back.
 
 pub mod client;
+pub mod history;
 pub mod replication;
 
 use std::net::TcpListener;
@@ -27,6 +28,14 @@ impl Cluster {
 
     /// Starts a server with extra postgresql.conf lines.
     pub fn start_with(settings: &[&str]) -> Cluster {
+        let cluster = Cluster::start_without_extension(settings);
+        cluster.connect().batch_execute("CREATE EXTENSION pg_jobqueue").expect("CREATE EXTENSION");
+        cluster
+    }
+
+    /// Starts a server with extra postgresql.conf lines and creates nothing in it, for tests that
+    /// create their extensions themselves (the router's, in another schema).
+    pub fn start_without_extension(settings: &[&str]) -> Cluster {
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("jq-harness-{}-{port}", std::process::id()));
         let status = Command::new(pg_script())
@@ -37,9 +46,7 @@ impl Cluster {
             .status()
             .expect("scripts/pg.sh runs");
         assert!(status.success(), "the test server did not start (see {}/server.log)", dir.display());
-        let cluster = Cluster { dir, port, stopped: false };
-        cluster.connect().batch_execute("CREATE EXTENSION pg_jobqueue").expect("CREATE EXTENSION");
-        cluster
+        Cluster { dir, port, stopped: false }
     }
 
     pub fn port(&self) -> u16 {
@@ -51,21 +58,25 @@ impl Cluster {
     pub fn crash_and_restart(&self) {
         let crashed = Command::new(pg_script()).arg("crash").arg(&self.dir).status().expect("scripts/pg.sh runs");
         assert!(crashed.success(), "the immediate shutdown failed");
-        let started = Command::new(pg_script())
-            .arg("start")
-            .arg(&self.dir)
-            .arg(self.port.to_string())
-            .status()
-            .expect("scripts/pg.sh runs");
-        assert!(started.success(), "the server did not come back (see {}/server.log)", self.dir.display());
+        self.start_again();
     }
 
     /// Stops the server (a fast shutdown), leaves it down for `down`, and starts it again on the
     /// same data.
     pub fn restart_after(&self, down: Duration) {
+        self.halt();
+        std::thread::sleep(down);
+        self.start_again();
+    }
+
+    /// Stops the server with a fast shutdown and keeps its data, for `start_again`.
+    pub fn halt(&self) {
         let stopped = Command::new(pg_script()).arg("halt").arg(&self.dir).status().expect("scripts/pg.sh runs");
         assert!(stopped.success(), "the test server did not stop");
-        std::thread::sleep(down);
+    }
+
+    /// Starts a halted server again on the same data and port.
+    pub fn start_again(&self) {
         let started = Command::new(pg_script())
             .arg("start")
             .arg(&self.dir)

@@ -2,14 +2,15 @@
 //! boundary it breaks and asserts on the final state of every job. Durations are printed, never
 //! asserted. Boundaries 3, 7 and 8 are broken in lifecycle.rs and semantics.rs.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use jq_harness::client::{claim, complete, enqueue_many};
+use jq_harness::client::{claim, complete, drain, enqueue_many, live_jobs};
+use jq_harness::history::{self, Failures, History};
 use jq_harness::{wait_until, Client, Cluster};
 
 fn job_state(client: &mut Client, id: i64) -> (String, i32, i64) {
@@ -43,35 +44,6 @@ fn assert_rescued(client: &mut Client, queue: &str, id: i64) {
     assert!(token >= 2, "the rescuer's token {token} is not above the abandoned one");
     assert!(complete(client, id, "rescuer", token));
     assert_eq!(job_state(client, id), ("succeeded".to_string(), 2, token));
-}
-
-/// Claims and completes every job of `queue`, reaping as it goes, until none is pending or running.
-fn drain(client: &mut Client, queue: &str) -> Vec<i64> {
-    let mut completed = Vec::new();
-    wait_until("the queue has drained", || {
-        client.query_one("SELECT jq_reap()", &[]).unwrap();
-        let rows = client
-            .query("SELECT id, lease_token FROM jq_claim($1, 'drainer', interval '1 minute', 100)", &[&queue])
-            .unwrap();
-        for row in &rows {
-            let (id, token): (i64, i64) = (row.get(0), row.get(1));
-            if complete(client, id, "drainer", token) {
-                completed.push(id);
-            }
-        }
-        let live: i64 = client
-            .query_one(
-                "SELECT count(*) FROM jq_jobs WHERE queue_name = $1 AND status IN ('pending', 'running')",
-                &[&queue],
-            )
-            .unwrap()
-            .get(0);
-        if live > 0 && rows.is_empty() {
-            thread::sleep(Duration::from_millis(50));
-        }
-        live == 0
-    });
-    completed
 }
 
 /// Fault test 1 of the README ("Development"): sixteen concurrent claimers, half taking one job at a time and half ten. Every
@@ -530,7 +502,7 @@ fn boundary_11_an_immediate_stop_loses_nothing_acknowledged() {
         .unwrap()
         .get(0);
     assert_eq!(unleased, 0, "a running job has no lease that will expire");
-    drain(&mut client, "crash");
+    drain(&mut client, "crash", |c| live_jobs(c, "crash"));
     let row =
         client.query_one("SELECT count(*), count(*) FILTER (WHERE status = 'succeeded') FROM jq_jobs", &[]).unwrap();
     assert_eq!(row.get::<_, i64>(0), row.get::<_, i64>(1), "after the restart the queue drains completely");
@@ -541,228 +513,30 @@ fn boundary_11_an_immediate_stop_loses_nothing_acknowledged() {
     );
 }
 
-/// A small deterministic random generator (xorshift), so each worker's choices replay from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
-#[derive(Default)]
-struct History {
-    grants: Vec<(i64, i64)>,
-    /// (job, token) of each successful completion, whose result names the token.
-    completions: Vec<(i64, i64)>,
-    /// (job, sequence) of each progress report accepted; a report carries its sequence number.
-    progress: Vec<(i64, i64)>,
-    snoozes: usize,
-    stale_refused: usize,
-    crashes: usize,
-}
-
 /// Fault test 12 of the README ("Development"): a randomized history. Workers with random delays, stalls past their lease, crashes
 /// (dropped connections) and very short leases, and a reaper running throughout, for a fixed number
 /// of operations (JQ_SOAK_OPS, 1,500 by default; `make soak` runs more). Every grant and every
 /// successful completion is recorded, then: no grant twice; at most one successful completion per
 /// job; attempts within max_attempts; every job ends succeeded or dead; and the faults really fired
-/// (stale completions were refused).
+/// (stale completions were refused). The history and its checks are `jq_harness::history`'s, which
+/// a_randomized_history_through_the_router_keeps_every_guarantee (router.rs) runs through the router.
 #[test]
 fn boundary_12_a_randomized_history_keeps_every_guarantee() {
     let operations: usize = std::env::var("JQ_SOAK_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(1500);
-    // Enough jobs that a longer run means more faulted work, not more empty polls.
-    let jobs = (operations / 5).max(300) as i32;
     let cluster = Cluster::start();
     let mut setup = cluster.connect();
-    setup
-        .batch_execute("INSERT INTO jq_queues (queue_name, max_attempts, backoff_base, backoff_cap) VALUES ('chaos', 3, '20 ms', '200 ms')")
-        .unwrap();
-    enqueue_many(&mut setup, "chaos", jobs);
-    // Some jobs with a deadline, claimed first (a higher priority), of which some pass before a claim.
-    setup
-        .batch_execute(&format!(
-            "SELECT jq_enqueue('chaos', jsonb_build_object('n', i), priority => 1,
-                               expires_at => clock_timestamp() + interval '200 ms' + i * interval '20 ms')
-             FROM generate_series(1, {}) i",
-            jobs / 5
-        ))
-        .unwrap();
-    let jobs = jobs + jobs / 5;
-    let sequence = Arc::new(AtomicUsize::new(0));
+    setup.batch_execute(history::QUEUE_SETTINGS).unwrap();
+    // Enough jobs that a longer run means more faulted work, not more empty polls.
+    let jobs = history::enqueue_jobs(&mut setup, (operations / 5).max(300) as i32);
 
     let done = Arc::new(AtomicBool::new(false));
-    let (mut reaper, reaper_done) = (cluster.connect(), done.clone());
-    let reaper = thread::spawn(move || {
-        while !reaper_done.load(Ordering::SeqCst) {
-            reaper.query_one("SELECT jq_reap()", &[]).unwrap();
-            thread::sleep(Duration::from_millis(50));
-        }
-    });
-    let budget = Arc::new(AtomicUsize::new(operations));
-    let workers: Vec<_> = (0..6u64)
-        .map(|w| {
-            let (dsn, budget, sequence) = (cluster.dsn(), budget.clone(), sequence.clone());
-            thread::spawn(move || {
-                let connect = || postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
-                let (mut rng, mut client, mut history) = (Rng(0x9E37_79B9_7F4A_7C15 ^ (w + 1)), connect(), History::default());
-                let worker = format!("chaos-{w}");
-                while budget.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| b.checked_sub(1)).is_ok() {
-                    let lease_ms = 150 + rng.below(300) as i32;
-                    let batch = 1 + rng.below(3) as i32;
-                    let rows = client
-                        .query(
-                            "SELECT id, lease_token FROM jq_claim('chaos', $1, make_interval(secs => $2::float8 / 1000), $3)",
-                            &[&worker, &(lease_ms as f64), &batch],
-                        )
-                        .unwrap();
-                    if rows.is_empty() {
-                        thread::sleep(Duration::from_millis(10));
-                        continue;
-                    }
-                    for row in rows {
-                        let (id, token): (i64, i64) = (row.get(0), row.get(1));
-                        history.grants.push((id, token));
-                        match rng.below(13) {
-                            0 => {
-                                // crash: drop the connection with the job held
-                                history.crashes += 1;
-                                client = connect();
-                                break;
-                            }
-                            1 | 2 => thread::sleep(Duration::from_millis(lease_ms as u64 + 50 + rng.below(200))), // stall
-                            3 => {
-                                let failed: bool = client
-                                    .query_one("SELECT jq_fail($1, $2, $3, 'RANDOM', retry_in => interval '10 ms')", &[&id, &worker, &token])
-                                    .unwrap()
-                                    .get(0);
-                                if !failed {
-                                    history.stale_refused += 1;
-                                }
-                                continue;
-                            }
-                            4 => {
-                                client.query_one("SELECT jq_heartbeat($1, $2, $3)", &[&id, &worker, &token]).unwrap();
-                            }
-                            5 => {
-                                let snoozed: bool = client
-                                    .query_one("SELECT jq_snooze($1, $2, $3, interval '10 ms')", &[&id, &worker, &token])
-                                    .unwrap()
-                                    .get(0);
-                                if snoozed {
-                                    history.snoozes += 1;
-                                } else {
-                                    history.stale_refused += 1;
-                                }
-                                continue;
-                            }
-                            6 | 7 => {
-                                let n = sequence.fetch_add(1, Ordering::SeqCst) as i64;
-                                let reported: bool = client
-                                    .query_one(
-                                        "SELECT jq_progress($1, $2, $3, jsonb_build_object('seq', $4::bigint))",
-                                        &[&id, &worker, &token, &n],
-                                    )
-                                    .unwrap()
-                                    .get(0);
-                                if reported {
-                                    history.progress.push((id, n));
-                                }
-                            }
-                            _ => thread::sleep(Duration::from_millis(rng.below(lease_ms as u64 / 2))),
-                        }
-                        let completed: bool = client
-                            .query_one(
-                                "SELECT jq_complete($1, $2, $3, result => jsonb_build_object('token', $3::bigint))",
-                                &[&id, &worker, &token],
-                            )
-                            .unwrap()
-                            .get(0);
-                        if completed {
-                            history.completions.push((id, token));
-                        } else {
-                            history.stale_refused += 1;
-                        }
-                    }
-                }
-                history
-            })
-        })
-        .collect();
+    let reaper = history::start_reaper(&cluster.dsn(), Failures::Fatal, done.clone());
+    let workers = history::start_workers(&cluster.dsn(), operations, Failures::Fatal);
     let histories: Vec<History> = workers.into_iter().map(|w| w.join().unwrap()).collect();
-    let drained = drain(&mut setup, "chaos");
+    let drained = drain(&mut setup, "chaos", |c| live_jobs(c, "chaos"));
     done.store(true, Ordering::SeqCst);
     reaper.join().unwrap();
 
-    let grants: Vec<(i64, i64)> = histories.iter().flat_map(|h| h.grants.iter().copied()).collect();
-    let mut completions: Vec<i64> = drained;
-    let tokens: HashMap<i64, i64> = histories.iter().flat_map(|h| h.completions.iter().copied()).collect();
-    completions.extend(histories.iter().flat_map(|h| h.completions.iter().map(|(id, _)| *id)));
-    // The last progress report the server accepted for each job: reports of one job are made by
-    // its lease holders one after another, so the highest sequence number is the last.
-    let mut last_progress: HashMap<i64, i64> = HashMap::new();
-    for (id, n) in histories.iter().flat_map(|h| h.progress.iter().copied()) {
-        let last = last_progress.entry(id).or_insert(n);
-        *last = (*last).max(n);
-    }
-    let snoozes: usize = histories.iter().map(|h| h.snoozes).sum();
-    let stale_refused: usize = histories.iter().map(|h| h.stale_refused).sum();
-    let crashes: usize = histories.iter().map(|h| h.crashes).sum();
-
-    let unique: HashSet<_> = grants.iter().collect();
-    assert_eq!(unique.len(), grants.len(), "a (job, lease_token) was granted twice");
-    let mut per_job: HashMap<i64, usize> = HashMap::new();
-    for id in &completions {
-        *per_job.entry(*id).or_default() += 1;
-    }
-    assert!(per_job.values().all(|&n| n == 1), "a job was completed successfully twice");
-    let rows = setup
-        .query(
-            "SELECT id, status::text, attempt_count, max_attempts, last_error_code, (result->>'token')::bigint,
-                    (progress->>'seq')::bigint, coalesce(claimed_at < expires_at, true)
-             FROM jq_jobs WHERE queue_name = 'chaos'",
-            &[],
-        )
-        .unwrap();
-    assert_eq!(rows.len(), jobs as usize);
-    let (mut dead, mut expired) = (0, 0);
-    for row in rows {
-        let (id, status, attempts, max): (i64, String, i32, i32) = (row.get(0), row.get(1), row.get(2), row.get(3));
-        let (code, result_token, progress, claimed_in_time): (Option<String>, Option<i64>, Option<i64>, bool) =
-            (row.get(4), row.get(5), row.get(6), row.get(7));
-        assert!(attempts <= max, "job {id}: {attempts} attempts of {max}");
-        assert_eq!(progress, last_progress.get(&id).copied(), "job {id}: its progress is not the last one accepted");
-        assert!(claimed_in_time, "job {id} was claimed after its expires_at");
-        match status.as_str() {
-            "succeeded" => {
-                assert_eq!(per_job.get(&id), Some(&1), "job {id} succeeded without a recorded completion");
-                if let Some(token) = tokens.get(&id) {
-                    assert_eq!(result_token, Some(*token), "job {id}: the result is not its completion's");
-                }
-            }
-            "dead" => {
-                dead += 1;
-                assert_eq!(per_job.get(&id), None, "job {id} is dead but was completed");
-            }
-            "cancelled" => {
-                expired += 1;
-                assert_eq!(code.as_deref(), Some("EXPIRED"), "job {id} was cancelled, not by its deadline");
-                assert_eq!(per_job.get(&id), None, "job {id} expired but was completed");
-            }
-            other => panic!("job {id} ended {other}"),
-        }
-    }
-    assert!(stale_refused > 0, "no stale report was refused: the faults did not fire");
-    println!(
-        "randomized history: {operations} operations on {jobs} jobs, {} grants, {} successful completions, \
-         {} stale reports refused, {crashes} crashes, {snoozes} snoozes, {} progress reports, {dead} jobs dead, \
-         {expired} expired",
-        grants.len(),
-        completions.len(),
-        stale_refused,
-        last_progress.len()
-    );
+    let summary = history::check(&histories, drained, &history::endings(&mut setup), jobs);
+    println!("randomized history: {operations} operations on {summary}");
 }
