@@ -2,14 +2,19 @@
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all setup build install install-release lint test test-unit test-regress test-isolation test-integration test-cluster demo soak bench bench-quick bench-claim bench-profile bench-reap bench-schema clean
+.PHONY: all setup setup-build build install install-release lint test test-unit test-regress test-isolation test-integration test-cluster test-package package demo soak bench bench-quick bench-cluster bench-claim bench-profile bench-reap bench-schema clean
 
 all: build
 
+# What building needs (setup-build), and what the tests, the demo and the benchmarks need besides
+# (setup); see scripts/setup.sh.
 setup:
-	@scripts/setup.sh
+	@scripts/setup.sh test
 
-build: setup
+setup-build:
+	@scripts/setup.sh build
+
+build: setup-build
 	cargo build
 
 # The debug build, as the tests and the demo use it: it builds in a fraction of the time.
@@ -17,71 +22,86 @@ build: setup
 # versions, so that an old version can be installed and upgraded, and the router extension), and
 # scripts/install.sh renames each over the installed one, never rewriting a file that a running
 # server has mapped.
-install: setup
+install: setup-build
 	@scripts/install.sh "$$(scripts/stage.sh debug)"
 
 # The optimized build, for production and benchmarks.
-install-release: setup
+install-release: setup-build
 	@scripts/install.sh "$$(scripts/stage.sh release)"
+
+# The Debian packages postgresql-15-pg-jobqueue and pg-jobqueue-worker, in target/debian
+# (scripts/package.sh).
+package: setup-build
+	@scripts/package.sh
 
 # Every test layer: #[pg_test] unit and plan tests, pg_regress files, isolation specs,
 # multi-connection tests.
-test: install
+test: setup install
 	@scripts/test.sh all
 
 # Formatting, clippy with warnings denied, and the code rules of DEVELOPMENT.md (scripts/lint.sh).
 lint: setup
 	@scripts/lint.sh
 
-test-unit: install
+test-unit: setup install
 	@scripts/test.sh unit
 
-test-regress: install
+test-regress: setup install
 	@scripts/test.sh regress
 
-test-isolation: install
+test-isolation: setup install
 	@scripts/test.sh isolation
 
-test-integration: install
+test-integration: setup install
 	@scripts/test.sh integration
 
 # The integration tests with several servers (part of test-integration): failover to a promoted
-# standby.
-test-cluster: install
+# standby, and queues over three servers behind a PL/Proxy router.
+test-cluster: setup install
 	@scripts/test.sh cluster
+
+# Builds the packages, installs them with apt in place of `make install`'s build, uses and removes
+# them, then puts that build back.
+test-package: setup install
+	@scripts/test.sh package
 
 # The randomized fault history at length (make soak OPS=50000), and 20 crashes right after bursts of claims.
 OPS ?= 20000
-soak: install
+soak: setup install
 	@JQ_SOAK_OPS=$(OPS) cargo test -p jq-harness --test faults boundary_12 -- --nocapture
 	@JQ_CRASH_ROUNDS=20 cargo test -p jq-harness --test durability claims_lost -- --nocapture
 
 # pg_jobqueue side by side with the classic SKIP LOCKED queue and pgmq, on one throwaway server;
 # see bench/README.md. The full run takes about 31 minutes; bench-quick (one short run of each) a few.
 # The system interpreter, for Debian's python3-psycopg (W8).
-bench: install-release
+bench: setup install-release
 	@/usr/bin/python3 bench/run.py
 
-bench-quick: install-release
+bench-quick: setup install-release
 	@/usr/bin/python3 bench/run.py --quick
 
+# W1 and W3 through the router (pg_jobqueue_router) over 1, 2 and 3 servers, against one server
+# called directly, in one run of about 5 minutes; see bench/README.md ("Queues over several servers").
+bench-cluster: setup install-release
+	@/usr/bin/python3 bench/cluster.py
+
 # What inline recovery and a concurrency limit cost a claim; see bench/claim_overhead.sh.
-bench-claim: install
+bench-claim: setup install
 	@bench/claim_overhead.sh
 
 # What jq_jobs' CHECK constraints and arrival-order index cost; see bench/schema_cost.sh.
-bench-schema: install-release
+bench-schema: setup install-release
 	@bench/schema_cost.sh
 
 # Where the server's CPU goes per W3 job, against the SKIP LOCKED queue; see bench/profile.sh.
-bench-profile: install-release
+bench-profile: setup install-release
 	@bench/profile.sh
 
 # How soon the background reaper reaps an expired lease; see bench/reap_latency.sh.
-bench-reap: install
+bench-reap: setup install
 	@bench/reap_latency.sh
 
-demo: install
+demo: setup install
 	@scripts/demo.sh
 
 clean:

@@ -1,14 +1,26 @@
 #!/usr/bin/env bash
-# Installs what building and testing pg_jobqueue needs, and only what is missing.
+# Installs what pg_jobqueue needs for a purpose, and only what is missing:
+#   scripts/setup.sh build   what building and installing needs (make install, make package)
+#   scripts/setup.sh test    that, and what the tests, the demo and the benchmarks use (the default)
+# A database server that installs the packages of `make package` needs neither: only
+# postgresql-15 (and postgresql-15-plproxy for the router), which apt brings as their dependencies.
 # Every make target calls this; on a machine that has everything it takes a second or two.
 set -euo pipefail
 
 PG_MAJOR=15
 PG_CONFIG=/usr/lib/postgresql/$PG_MAJOR/bin/pg_config
 PGRX_VERSION=0.18.1
-DEB_PACKAGES=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-$PG_MAJOR-cron libclang-dev clang pkg-config sudo
-              curl python3  # curl and python3: make bench
-              python3-psycopg pgbouncer python3-prometheus-client)  # the Python worker example, the PgBouncer test, the metrics parser
+purpose=${1:-test}
+BUILD_PACKAGES=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libclang-dev clang pkg-config sudo)
+TEST_PACKAGES=(postgresql-$PG_MAJOR-cron  # pg_cron, for reaping through it
+               curl python3  # curl and python3: make bench
+               python3-psycopg pgbouncer python3-prometheus-client  # the Python worker example, the PgBouncer test, the metrics parser
+               postgresql-$PG_MAJOR-plproxy)  # the router of queues over several servers (README, "Scaling out")
+case "$purpose" in
+  build) DEB_PACKAGES=("${BUILD_PACKAGES[@]}") ;;
+  test) DEB_PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+  *) echo "usage: setup.sh build|test" >&2; exit 2 ;;
+esac
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
@@ -55,6 +67,6 @@ install_lint_tools() {
 }
 
 install_packages
-install_lint_tools
+[ "$purpose" = test ] && install_lint_tools
 install_cargo_pgrx
 init_pgrx

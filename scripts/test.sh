@@ -3,7 +3,8 @@
 # inside a pgrx-managed server), `regress` (pg_regress: SQL
 # files and their expected output), `isolation` (PostgreSQL's isolation tester), `integration`
 # (several connections to real throwaway servers), `cluster` (the part of `integration` with
-# several servers: failover to a streaming standby), or `all`.
+# several servers: failover to a streaming standby, and the router over three servers), `package` (the Debian packages, installed with
+# apt and removed again), or `all`.
 # Expects the extension to be installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -112,8 +113,16 @@ integration() {
 }
 
 cluster() {
-  echo "== cluster tests (a primary and its standby)"
+  echo "== cluster tests (a primary and its standby; a router and three servers)"
   cargo test -p jq-worker --test failover -- --test-threads=1 2>&1 | tee -a "$log"
+  cargo test -p jq-harness --test router -- --test-threads=1 2>&1 | tee -a "$log"
+}
+
+# The Debian packages: built, installed with apt, used, upgraded from every frozen version, and
+# removed (scripts/package_test.sh).
+package() {
+  echo "== package (make package, installed with apt, then removed)"
+  scripts/package_test.sh 2>&1 | tee -a "$log"
 }
 
 lint() {
@@ -126,10 +135,11 @@ case "$layer" in
   unit) unit ;;
   integration) integration ;;
   cluster) cluster ;;
+  package) package ;;
   regress) regress ;;
   isolation) isolation ;;
-  all) lint; unit; regress; isolation; integration ;;
-  *) echo "usage: test.sh lint|unit|regress|isolation|integration|cluster|all" >&2; exit 2 ;;
+  all) lint; unit; regress; isolation; integration; package ;;
+  *) echo "usage: test.sh lint|unit|regress|isolation|integration|cluster|package|all" >&2; exit 2 ;;
 esac
 # One closing line for every layer together, summed from cargo's per-binary results.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) } }

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Builds the Debian packages of pg_jobqueue into target/debian (README, "Install"):
+#   postgresql-15-pg-jobqueue   the extension: the library, the control file, the install script of
+#                               every released version and every upgrade script, and the router
+#                               extension (which needs postgresql-15-plproxy, suggested)
+#   pg-jobqueue-worker          jq-worker, in /usr/bin
+# versioned from Cargo.toml. Both are built with the optimized profile. dpkg installs each file
+# beside the old one and renames it over, so installing on a running server is safe; the new
+# library is used after a restart (or, without preload, by new sessions).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
+arch=$(dpkg --print-architecture)
+out=target/debian
+work=$out/build
+rm -rf "$work"; mkdir -p "$work"
+
+log() { printf '[package] %s\n' "$*" >&2; }
+
+# The control file's fields that both packages share.
+common_fields() {
+  cat <<FIELDS
+Version: $version
+Architecture: $arch
+Maintainer: pg_jobqueue maintainers <maintainers@pg-jobqueue.invalid>
+Section: database
+Priority: optional
+FIELDS
+}
+
+# Builds ROOT (a tree laid out as installed, with ROOT/DEBIAN/control) into a .deb.
+build_deb() {
+  local root=$1
+  (cd "$root" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | sort -z | xargs -0 md5sum) > "$root/DEBIAN/md5sums"
+  local installed_kb
+  installed_kb=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
+  echo "Installed-Size: $installed_kb" >> "$root/DEBIAN/control"
+  dpkg-deb --root-owner-group -Zxz --build "$root" "$out/" >&2
+}
+
+log "building the extension (optimized)"
+stage=$(scripts/stage.sh release)
+extension=$work/postgresql-15-pg-jobqueue
+mkdir -p "$extension/DEBIAN"
+cp -a "$stage/." "$extension/"
+find "$extension" -type d -exec chmod 755 {} +
+find "$extension/usr/share" -type f -exec chmod 644 {} +
+chmod 755 "$extension"/usr/lib/postgresql/15/lib/*.so
+mkdir -p "$extension/usr/share/doc/postgresql-15-pg-jobqueue"
+install -m 644 README.md CHANGELOG.md "$extension/usr/share/doc/postgresql-15-pg-jobqueue/"
+{
+  echo "Package: postgresql-15-pg-jobqueue"
+  common_fields
+  echo "Depends: postgresql-15, libc6 (>= 2.36), libgcc-s1"
+  echo "Suggests: postgresql-15-plproxy, postgresql-15-cron, pg-jobqueue-worker"
+  cat <<'DESCRIPTION'
+Description: reliable job queue inside PostgreSQL 15
+ pg_jobqueue is a PostgreSQL extension that puts a job queue inside the
+ database, as SQL functions: enqueue, claim with a lease and a fencing token,
+ heartbeat, complete, fail with retries and backoff, dead jobs kept and
+ re-drivable, schedules, results and flow control. Preloaded, it adds a
+ background reaper of expired leases and wake-ups through shared memory.
+ .
+ This package also holds pg_jobqueue_router, which routes the same functions
+ over several servers with PL/Proxy.
+DESCRIPTION
+} > "$extension/DEBIAN/control"
+build_deb "$extension"
+
+log "building jq-worker (optimized)"
+cargo build --release -p jq-worker >&2
+worker=$work/pg-jobqueue-worker
+install -D -m 755 target/release/jq-worker "$worker/usr/bin/jq-worker"
+install -D -m 644 worker/README.md "$worker/usr/share/doc/pg-jobqueue-worker/README.md"
+mkdir -p "$worker/DEBIAN"
+{
+  echo "Package: pg-jobqueue-worker"
+  common_fields
+  echo "Depends: libc6 (>= 2.36), libgcc-s1"
+  echo "Suggests: postgresql-15-pg-jobqueue"
+  cat <<'DESCRIPTION'
+Description: runs a command for each job of a pg_jobqueue queue
+ jq-worker claims jobs of one queue of pg_jobqueue, runs a command per job with
+ the payload on stdin, heartbeats while it runs, and reports its exit status,
+ its stdout (the result) and its progress lines. It follows a failover given a
+ multi-host connection string.
+DESCRIPTION
+} > "$worker/DEBIAN/control"
+build_deb "$worker"
+
+rm -rf "$work"
+ls -1 "$out"/*_"$version"_"$arch".deb
