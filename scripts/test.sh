@@ -121,7 +121,7 @@ cluster() {
 # The Debian packages: built, installed with apt, used, upgraded from every frozen version, and
 # removed (scripts/package_test.sh).
 package() {
-  echo "== package (make package, installed with apt, then removed)"
+  echo "== package (make package, installed with dpkg, then removed)"
   scripts/package_test.sh 2>&1 | tee -a "$log"
 }
 
