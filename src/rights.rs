@@ -170,7 +170,7 @@ fn extension() -> (pg_sys::Oid, bool) {
 ///
 /// SQL definitions older than 0.3.0 (until `ALTER EXTENSION pg_jobqueue UPDATE`) have the storage of
 /// their release, which this library cannot serve: every function that reads or writes jobs runs
-/// here, so each refuses until the update (README, "Releases and upgrades").
+/// here, so each refuses until the update (README, "Upgrading").
 pub fn as_owner<R>(f: impl FnOnce() -> R) -> R {
     if !enforced() {
         crate::error::update_needed();

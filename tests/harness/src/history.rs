@@ -1,4 +1,4 @@
-//! The randomized fault history of fault test 12 (README, "Development"): workers with random
+//! The randomized fault history of fault test 12 (DEVELOPMENT.md, "Commands and what the tests cover"): workers with random
 //! delays, stalls past their lease, dropped connections, very short leases, failures, heartbeats,
 //! snoozes, progress reports and results, what each of them records, and the guarantees checked on
 //! where every job ended. `boundary_12_a_randomized_history_keeps_every_guarantee` (faults.rs) runs

@@ -46,7 +46,7 @@ fn assert_rescued(client: &mut Client, queue: &str, id: i64) {
     assert_eq!(job_state(client, id), ("succeeded".to_string(), 2, token));
 }
 
-/// Fault test 1 of the README ("Development"): sixteen concurrent claimers, half taking one job at a time and half ten. Every
+/// Fault test 1 of DEVELOPMENT.md ("Commands and what the tests cover"): sixteen concurrent claimers, half taking one job at a time and half ten. Every
 /// (job, lease_token) is granted once, and no claim ever waits on a row another holds: each claimer
 /// runs with a 20 ms lock_timeout, so a single wait would fail its claim with an error.
 #[test]
@@ -100,7 +100,7 @@ fn boundary_1_sixteen_claimers_grant_each_lease_once_without_waiting() {
     assert_eq!((row.get::<_, i64>(0), row.get::<_, i32>(1)), (JOBS as i64, 1));
 }
 
-/// Fault test 2 of the README ("Development"): the worker dies after its claim committed and before it worked, three ways: its
+/// Fault test 2 of DEVELOPMENT.md ("Commands and what the tests cover"): the worker dies after its claim committed and before it worked, three ways: its
 /// client process is SIGKILLed, its backend is terminated, its backend is killed with SIGKILL (which
 /// makes PostgreSQL restart every backend). Each time the lease expires, the job is reaped and
 /// claimed again, and the attempt is counted.
@@ -158,7 +158,7 @@ fn boundary_2_a_worker_killed_after_its_claim_loses_nothing() {
     assert_rescued(&mut observer, "killed-backend", id);
 }
 
-/// Fault test 4 of the README ("Development"): a worker crashes after an external side effect and before completing. The two
+/// Fault test 4 of DEVELOPMENT.md ("Commands and what the tests cover"): a worker crashes after an external side effect and before completing. The two
 /// patterns the README teaches: (a) the job id as the idempotency key of the effect, so the retried
 /// run leaves exactly one effect; (b) the effect written in the completing transaction, so it
 /// happens exactly once, including when a stale worker tries again.
@@ -220,7 +220,7 @@ fn boundary_4_side_effects_happen_once_with_either_pattern() {
     assert_eq!(job_state(&mut setup, id).0, "succeeded");
 }
 
-/// Fault test 5 of the README ("Development"): the worker's heartbeats stop while it keeps running the job. The background reaper
+/// Fault test 5 of DEVELOPMENT.md ("Commands and what the tests cover"): the worker's heartbeats stop while it keeps running the job. The background reaper
 /// (200 ms interval) returns the job and another worker starts it, so for a while two workers run
 /// it; fencing keeps the first one's late report out. Checked: the second never starts before the
 /// first's last lease expired. Reported: the delay from that expiry to the second start (reaper
@@ -271,7 +271,7 @@ fn boundary_5_stopped_heartbeats_bound_the_duplicate_window() {
     assert_eq!(job_state(&mut b, id), ("succeeded".to_string(), 2, 2));
 }
 
-/// Fault test 6 of the README ("Development"): a job that always fails ends dead after exactly max_attempts attempts, with its whole
+/// Fault test 6 of DEVELOPMENT.md ("Commands and what the tests cover"): a job that always fails ends dead after exactly max_attempts attempts, with its whole
 /// error history, and jq_retry brings it back with the same id.
 #[test]
 fn boundary_6_a_job_that_always_fails_dies_after_max_attempts_and_can_be_redriven() {
@@ -320,7 +320,7 @@ fn boundary_6_a_job_that_always_fails_dies_after_max_attempts_and_can_be_redrive
     assert!(complete(&mut client, id, "w", token));
 }
 
-/// Fault test 9 of the README ("Development"): no LISTEN, no wake-up of any kind: workers that only poll still drain every job a
+/// Fault test 9 of DEVELOPMENT.md ("Commands and what the tests cover"): no LISTEN, no wake-up of any kind: workers that only poll still drain every job a
 /// producer commits while they run.
 #[test]
 fn boundary_9_polling_alone_drains_every_committed_job() {
@@ -368,7 +368,7 @@ fn boundary_9_polling_alone_drains_every_committed_job() {
     assert_eq!(done_set, enqueued, "polling missed a committed job");
 }
 
-/// Fault test 10 of the README ("Development"): a backlog of a million jobs. The claim and reaper plans stay on their indexes, and
+/// Fault test 10 of DEVELOPMENT.md ("Commands and what the tests cover"): a backlog of a million jobs. The claim and reaper plans stay on their indexes, and
 /// 100,000 expired leases are recovered in a bounded number of passes (the time is reported).
 #[test]
 fn boundary_10_a_million_job_backlog_keeps_plans_and_recovers_in_bounded_passes() {
@@ -434,7 +434,7 @@ fn boundary_10_a_million_job_backlog_keeps_plans_and_recovers_in_bounded_passes(
     );
 }
 
-/// Fault test 11 of the README ("Development"): `pg_ctl stop -m immediate` while producers and workers run, then a restart. No
+/// Fault test 11 of DEVELOPMENT.md ("Commands and what the tests cover"): `pg_ctl stop -m immediate` while producers and workers run, then a restart. No
 /// acknowledged enqueue or completion is lost, no job is left running without a lease that will
 /// expire, and the queue drains.
 #[test]
@@ -513,7 +513,7 @@ fn boundary_11_an_immediate_stop_loses_nothing_acknowledged() {
     );
 }
 
-/// Fault test 12 of the README ("Development"): a randomized history. Workers with random delays, stalls past their lease, crashes
+/// Fault test 12 of DEVELOPMENT.md ("Commands and what the tests cover"): a randomized history. Workers with random delays, stalls past their lease, crashes
 /// (dropped connections) and very short leases, and a reaper running throughout, for a fixed number
 /// of operations (JQ_SOAK_OPS, 1,500 by default; `make soak` runs more). Every grant and every
 /// successful completion is recorded, then: no grant twice; at most one successful completion per

@@ -93,7 +93,7 @@ fn eight_claimers_drain_the_queue_and_each_grant_is_unique() {
     assert_eq!(row.get::<_, i64>(2), 1);
 }
 
-/// Fault test 3 of the README ("Development"): worker A's lease expires, the reaper returns the job, worker B claims it.
+/// Fault test 3 of DEVELOPMENT.md ("Commands and what the tests cover"): worker A's lease expires, the reaper returns the job, worker B claims it.
 /// Everything A then tries with its stale token is refused and changes nothing; B's completion counts.
 #[test]
 fn a_stale_token_changes_nothing_after_reap_and_reclaim() {
@@ -126,7 +126,7 @@ fn a_stale_token_changes_nothing_after_reap_and_reclaim() {
     assert_eq!((row.get::<_, String>(0), row.get::<_, i32>(1)), ("succeeded".to_string(), 2));
 }
 
-/// Fault test 7 of the README ("Development"): a claim never waits on a row another transaction holds: with lock_timeout
+/// Fault test 7 of DEVELOPMENT.md ("Commands and what the tests cover"): a claim never waits on a row another transaction holds: with lock_timeout
 /// set, waiting would raise an error, so getting rows (or none) back shows the claim skipped the
 /// locked job, and the rest of the queue stays claimable.
 #[test]

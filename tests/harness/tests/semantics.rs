@@ -195,7 +195,7 @@ fn a_concurrency_limit_of_three_holds_under_eight_claimers() {
     println!("most jobs running at once under a limit of 3: {most}");
 }
 
-/// Fault test 8 of the README ("Development"): under a sustained flood of high-priority jobs (a producer keeps at least 100 of them pending, so
+/// Fault test 8 of DEVELOPMENT.md ("Commands and what the tests cover"): under a sustained flood of high-priority jobs (a producer keeps at least 100 of them pending, so
 /// strict priority order would never reach a lower one), a low-priority job waits out its queue's
 /// starvation limit and is then claimed ahead of younger high-priority jobs.
 #[test]
