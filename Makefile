@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all setup setup-build build install install-release lint test test-unit test-regress test-isolation test-integration test-cluster test-package package demo soak bench bench-quick bench-cluster bench-claim bench-profile bench-reap bench-schema clean
+.PHONY: all setup setup-build build install install-release lint test test-unit test-regress test-isolation test-integration test-cluster test-package test-readme package demo soak bench bench-quick bench-cluster bench-claim bench-profile bench-reap bench-schema clean
 
 all: build
 
@@ -59,6 +59,10 @@ test-integration: setup install
 # standby, and queues over three servers behind a PL/Proxy router.
 test-cluster: setup install
 	@scripts/test.sh cluster
+
+# Every SQL example of README.md, in order on a fresh server, its shown output compared.
+test-readme: setup install
+	@scripts/test.sh readme
 
 # Builds the packages, installs them with apt in place of `make install`'s build, uses and removes
 # them, then puts that build back.

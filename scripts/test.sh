@@ -4,7 +4,7 @@
 # files and their expected output), `isolation` (PostgreSQL's isolation tester), `integration`
 # (several connections to real throwaway servers), `cluster` (the part of `integration` with
 # several servers: failover to a streaming standby, and the router over three servers), `package` (the Debian packages, installed with
-# apt and removed again), or `all`.
+# dpkg and removed again), `readme` (every SQL example of README.md, with its output), or `all`.
 # Expects the extension to be installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -125,6 +125,13 @@ package() {
   scripts/package_test.sh 2>&1 | tee -a "$log"
 }
 
+# Every SQL example of README.md, run in order on a fresh server, with its shown output compared
+# (tests/readme/check.py).
+readme() {
+  echo "== README examples (tests/readme/check.py)"
+  /usr/bin/python3 tests/readme/check.py 2>&1 | tee -a "$log"
+}
+
 lint() {
   echo "== lint (rustfmt, clippy, code rules)"
   scripts/lint.sh 2>&1 | tee -a "$log"
@@ -136,10 +143,11 @@ case "$layer" in
   integration) integration ;;
   cluster) cluster ;;
   package) package ;;
+  readme) readme ;;
   regress) regress ;;
   isolation) isolation ;;
-  all) lint; unit; regress; isolation; integration; package ;;
-  *) echo "usage: test.sh lint|unit|regress|isolation|integration|cluster|package|all" >&2; exit 2 ;;
+  all) lint; unit; regress; isolation; readme; integration; package ;;
+  *) echo "usage: test.sh lint|unit|regress|isolation|readme|integration|cluster|package|all" >&2; exit 2 ;;
 esac
 # One closing line for every layer together, summed from cargo's per-binary results.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) } }

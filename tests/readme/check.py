@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""The README test: every ```sql example of README.md runs, in order, in one psql session against a
+fresh server, and where the README shows its output (a plain ``` block right after it), the output
+must match. So the README cannot drift from what the extension does.
+
+    tests/readme/check.py              run them all; the last line is `test result: readme. ...`
+    tests/readme/check.py --show N     print what example N (1-based) prints, to paste into the README
+
+Conventions of README.md, for the examples:
+  * ```sql blocks run, in the order they appear, in one psql session of database `postgres` (psql's
+    \\gset variables carry from one to the next). The server is new, preloaded with pg_jobqueue and
+    pg_cron; the extension is what the examples create.
+  * A signature is shown in a ```text block: it does not run.
+  * `<!-- readme: database NAME -->` on the line before a block runs it in a fresh database of its
+    own (a router's, say), in a session of its own.
+  * A plain ``` block right after an example is its output, compared line by line after masking
+    what changes from run to run (timestamps, fractions of seconds, widths of psql's columns);
+    psql's row counts, `(1 row)`, may be left out.
+    Errors, notices and warnings are compared as psql prints them, without their `psql:` prefix.
+  * An example without an output block must not raise an error.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+PSQL = "/usr/lib/postgresql/15/bin/psql"
+MESSAGE = re.compile(r"^(ERROR|DETAIL|HINT|NOTICE|WARNING|INFO|CONTEXT):")
+
+
+class Example:
+    def __init__(self, number, line, sql, expected, database):
+        self.number, self.line, self.sql, self.expected, self.database = number, line, sql, expected, database
+
+
+def examples(readme):
+    """Every ```sql block of the README, with the output block after it (if any)."""
+    found = []
+    # A fence may be indented (an example inside a list item): its lines are, by as much.
+    fence = re.compile(r"^( *)```(\S*)\n(.*?)^\1```[ \t]*\n", re.M | re.S)
+    blocks = list(fence.finditer(readme))
+    body = lambda block: textwrap.dedent(block.group(3))
+    for i, block in enumerate(blocks):
+        if block.group(2) != "sql":
+            continue
+        before = readme[: block.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        directive = re.match(r"<!-- readme: database (\w+) -->", before.strip())
+        expected = None
+        if i + 1 < len(blocks) and blocks[i + 1].group(2) == "":
+            between = readme[block.end() : blocks[i + 1].start()]
+            if between.strip() == "":
+                expected = body(blocks[i + 1])
+        line = readme[: block.start()].count("\n") + 1
+        found.append(Example(len(found) + 1, line, body(block), expected,
+                             directive.group(1) if directive else "postgres"))
+    return found
+
+
+def mask(text):
+    """What is compared of an output: no blank lines, no run-to-run values, no column widths."""
+    lines = []
+    for line in text.splitlines():
+        line = re.sub(r"^psql:[^:]*:\d+: ", "", line)
+        line = re.sub(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d(:\d\d)?)?", "<time>", line)
+        line = re.sub(r"\b\d\d:\d\d:\d\d\.\d+", "<elapsed>", line)
+        line = re.sub(r"\b\d+\.\d+e[+-]?\d+|\b0\.\d{4,}", "<number>", line)
+        line = re.sub(r"-{2,}", "-", line)
+        line = re.sub(r"\s+", " ", line).strip()
+        # psql's row counts may be left out of the README.
+        if line and not re.fullmatch(r"\(\d+ rows?\)", line):
+            lines.append(line)
+    return lines
+
+
+def run_session(port, database, batch):
+    """Runs examples in one psql session; their stdout and stderr, split per example."""
+    script = ["\\set VERBOSITY default", "\\pset pager off"]
+    for example in batch:
+        script += [f"\\echo <<<{example.number}>>>", f"\\warn <<<{example.number}>>>", example.sql]
+    done = subprocess.run(
+        [PSQL, "-X", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", database],
+        input="\n".join(script) + "\n", capture_output=True, text=True,
+        env={**os.environ, "PGTZ": "UTC", "PGOPTIONS": "-c lc_messages=C"},
+    )
+    def split(stream):
+        parts, current = {}, None
+        for line in stream.splitlines():
+            marker = re.fullmatch(r"<<<(\d+)>>>", line.strip())
+            if marker:
+                current = int(marker.group(1))
+                parts[current] = []
+            elif current is not None:
+                parts[current].append(line)
+        return {n: "\n".join(lines) for n, lines in parts.items()}
+    return split(done.stdout), split(done.stderr)
+
+
+def start_server():
+    port = socket.socket()
+    port.bind(("127.0.0.1", 0))
+    number = port.getsockname()[1]
+    port.close()
+    parent = tempfile.mkdtemp(prefix="pg_jobqueue-readme.")
+    os.chmod(parent, 0o755)  # the server runs as postgres
+    data = os.path.join(parent, "data")
+    subprocess.run([ROOT / "scripts/pg.sh", "start", data, str(number),
+                    "shared_preload_libraries = 'pg_jobqueue, pg_cron'", "cron.database_name = 'postgres'"],
+                   check=True)
+    return number, parent, data
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--show", type=int, metavar="N", help="print what example N prints")
+    args = parser.parse_args()
+    found = examples((ROOT / "README.md").read_text())
+    port, parent, data = start_server()
+    try:
+        outputs, errors = {}, {}
+        sessions = {}
+        for example in found:
+            sessions.setdefault(example.database if example.database == "postgres" else f"{example.database}#{example.number}", []).append(example)
+        for name, batch in sessions.items():
+            database = name.split("#")[0]
+            if database != "postgres":
+                subprocess.run([PSQL, "-X", "-q", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", "postgres",
+                                "-c", f"CREATE DATABASE {database}"], check=True)
+            out, err = run_session(port, database, batch)
+            outputs.update(out)
+            errors.update(err)
+        if args.show:
+            print(outputs.get(args.show, ""))
+            print(errors.get(args.show, ""), file=sys.stderr)
+            return 0
+        passed = failed = 0
+        for example in found:
+            out, err = outputs.get(example.number, ""), errors.get(example.number, "")
+            messages = [line for line in mask(err) if MESSAGE.match(line)]
+            if example.expected is None:
+                ok = not any(line.startswith("ERROR:") for line in messages)
+                why = "raised an error:\n  " + "\n  ".join(messages)
+            else:
+                want = mask(example.expected)
+                want_messages = [line for line in want if MESSAGE.match(line)]
+                want_rows = [line for line in want if not MESSAGE.match(line)]
+                ok = mask(out) == want_rows and messages == want_messages
+                why = ("printed:\n  " + "\n  ".join(mask(out) + messages)
+                       + "\nbut the README shows:\n  " + "\n  ".join(want_rows + want_messages))
+            if ok:
+                passed += 1
+            else:
+                failed += 1
+                print(f"README.md:{example.line}: example {example.number} {why}\n")
+        print(f"test result: readme. {passed} passed; {failed} failed")
+        return 1 if failed else 0
+    finally:
+        subprocess.run([ROOT / "scripts/pg.sh", "stop", data], check=False)
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
