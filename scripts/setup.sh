@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what pg_jobqueue needs for a purpose, and only what is missing:
+#   scripts/setup.sh run     what running it needs: PostgreSQL 15 (and PL/Proxy, for the router of
+#                            README "Scaling out"); the packages of `make package` depend on no more
 #   scripts/setup.sh build   what building and installing needs (make install, make package)
 #   scripts/setup.sh test    that, and what the tests, the demo and the benchmarks use (the default)
-# A database server that installs the packages of `make package` needs neither: only
-# postgresql-15 (and postgresql-15-plproxy for the router), which apt brings as their dependencies.
 # Every make target calls this; on a machine that has everything it takes a second or two.
 set -euo pipefail
 
@@ -17,9 +17,10 @@ TEST_PACKAGES=(postgresql-$PG_MAJOR-cron  # pg_cron, for reaping through it
                python3-psycopg pgbouncer python3-prometheus-client  # the Python worker example, the PgBouncer test, the metrics parser
                postgresql-$PG_MAJOR-plproxy)  # the router of queues over several servers (README, "Scaling out")
 case "$purpose" in
+  run) DEB_PACKAGES=(postgresql-$PG_MAJOR postgresql-$PG_MAJOR-plproxy) ;;
   build) DEB_PACKAGES=("${BUILD_PACKAGES[@]}") ;;
   test) DEB_PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
-  *) echo "usage: setup.sh build|test" >&2; exit 2 ;;
+  *) echo "usage: setup.sh run|build|test" >&2; exit 2 ;;
 esac
 
 log() { printf '[setup] %s\n' "$*" >&2; }
@@ -67,6 +68,7 @@ install_lint_tools() {
 }
 
 install_packages
+[ "$purpose" = run ] && exit 0
 [ "$purpose" = test ] && install_lint_tools
 install_cargo_pgrx
 init_pgrx
