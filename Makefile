@@ -23,11 +23,11 @@ build: setup-build
 # scripts/install.sh renames each over the installed one, never rewriting a file that a running
 # server has mapped.
 install: setup-build
-	@scripts/install.sh "$$(scripts/stage.sh debug)"
+	@stage=$$(scripts/stage.sh debug) && scripts/install.sh "$$stage"
 
 # The optimized build, for production and benchmarks.
 install-release: setup-build
-	@scripts/install.sh "$$(scripts/stage.sh release)"
+	@stage=$$(scripts/stage.sh release) && scripts/install.sh "$$stage"
 
 # The Debian packages postgresql-15-pg-jobqueue and pg-jobqueue-worker, in target/debian
 # (scripts/package.sh).

@@ -20,7 +20,9 @@ trap 'rm -f "$log"' EXIT
 # Put the plain build back, by rename, so the other layers test what users get and `make test`
 # leaves no test code installed.
 install_plain() {
-  scripts/install.sh "$(scripts/stage.sh debug)"
+  local stage
+  stage=$(scripts/stage.sh debug)
+  scripts/install.sh "$stage"
 }
 
 unit() {
