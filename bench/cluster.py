@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Queues over several servers (README, "Scaling out"): what the router costs and what it gives.
+"""Queues over several servers (README, "Scaling out"): what the router costs, against one server
+called directly.
 
 In one run, with synchronous_commit on and then off, throughput of W1 (one jq_enqueue per
 transaction) and W3 (claim one job, then complete it) for: one server called directly; the router

@@ -21,8 +21,6 @@ esac
 rm -rf "$stage"
 cargo pgrx package --pg-config "$PG_CONFIG" "${flags[@]}" --out-dir "$stage" >&2
 extension_dir=$stage$("$PG_CONFIG" --sharedir)/extension
-install -m 644 sql/released/*.sql "$extension_dir/"
-if compgen -G 'sql/router/pg_jobqueue_router*' >/dev/null; then
-  install -m 644 sql/router/pg_jobqueue_router.control sql/router/pg_jobqueue_router--*.sql "$extension_dir/"
-fi
+install -m 644 sql/released/*.sql sql/router/pg_jobqueue_router.control sql/router/pg_jobqueue_router--*.sql \
+  "$extension_dir/"
 echo "$stage"

@@ -124,16 +124,12 @@ def main():
     found = examples((ROOT / "README.md").read_text())
     port, parent, data = start_server()
     try:
-        outputs, errors = {}, {}
-        sessions = {}
-        for example in found:
-            sessions.setdefault(example.database if example.database == "postgres" else f"{example.database}#{example.number}", []).append(example)
-        for name, batch in sessions.items():
-            database = name.split("#")[0]
-            if database != "postgres":
-                subprocess.run([PSQL, "-X", "-q", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", "postgres",
-                                "-c", f"CREATE DATABASE {database}"], check=True)
-            out, err = run_session(port, database, batch)
+        # The examples of database postgres in one session; each other one in a database of its own.
+        outputs, errors = run_session(port, "postgres", [e for e in found if e.database == "postgres"])
+        for example in (e for e in found if e.database != "postgres"):
+            subprocess.run([PSQL, "-X", "-q", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", "postgres",
+                            "-c", f"CREATE DATABASE {example.database}"], check=True)
+            out, err = run_session(port, example.database, [example])
             outputs.update(out)
             errors.update(err)
         if args.show:

@@ -20,7 +20,8 @@ use postgres::{Client, NoTls, Row};
 pub const QUEUE_SETTINGS: &str =
     "INSERT INTO jq_queues (queue_name, max_attempts, backoff_base, backoff_cap) VALUES ('chaos', 3, '20 ms', '200 ms')";
 
-/// Enqueues the history's jobs into queue `chaos`, one call each: `n` plain ones, and `n / 5` with
+/// Enqueues the history's jobs into queue `chaos`, one call each (through the router, a batch would
+/// land whole on one server): `n` plain ones, and `n / 5` with
 /// a deadline, claimed first (a higher priority), of which some pass before a claim. Returns how
 /// many.
 pub fn enqueue_jobs(client: &mut Client, n: i32) -> usize {

@@ -56,9 +56,14 @@ impl Cluster {
     /// Stops the server as a crash would (`pg_ctl stop -m immediate`: no checkpoint, no goodbye to
     /// clients), then starts it again on the same data, which runs crash recovery.
     pub fn crash_and_restart(&self) {
+        self.crash();
+        self.start_again();
+    }
+
+    /// Stops the server as a crash would (`pg_ctl stop -m immediate`) and leaves it down.
+    pub fn crash(&self) {
         let crashed = Command::new(pg_script()).arg("crash").arg(&self.dir).status().expect("scripts/pg.sh runs");
         assert!(crashed.success(), "the immediate shutdown failed");
-        self.start_again();
     }
 
     /// Stops the server (a fast shutdown), leaves it down for `down`, and starts it again on the

@@ -5,7 +5,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use crate::{free_port, pg_script, wait_until, Client, Cluster};
+use crate::{free_port, wait_until, Client, Cluster};
 
 const BIN: &str = "/usr/lib/postgresql/15/bin";
 
@@ -52,14 +52,9 @@ impl Cluster {
         let mut text = std::fs::read_to_string(&conf).unwrap();
         text.push_str(&format!("\nport = {port}\nunix_socket_directories = '{}'\n", dir.display()));
         std::fs::write(&conf, text).unwrap();
-        let started = Command::new(pg_script())
-            .arg("start")
-            .arg(&dir)
-            .arg(port.to_string())
-            .status()
-            .expect("scripts/pg.sh runs");
-        assert!(started.success(), "the standby did not start (see {}/server.log)", dir.display());
+        // pg.sh skips initdb for a directory that holds a cluster, as after a halt.
         let standby = Cluster { dir, port, stopped: false };
+        standby.start_again();
         standby.wait_caught_up(self);
         standby
     }
@@ -109,12 +104,6 @@ impl Cluster {
         wait_until("the promoted standby takes writes", || {
             !client.query_one("SELECT pg_is_in_recovery()", &[]).unwrap().get::<_, bool>(0)
         });
-    }
-
-    /// Stops the server as a crash would (`pg_ctl stop -m immediate`) and leaves it down.
-    pub fn crash(&self) {
-        let crashed = Command::new(pg_script()).arg("crash").arg(&self.dir).status().expect("scripts/pg.sh runs");
-        assert!(crashed.success(), "the immediate shutdown failed");
     }
 
     /// Waits a moment for connections while a server starts.
