@@ -436,7 +436,7 @@ ALTER TABLE jq_job_events DROP CONSTRAINT jq_job_events_event_known,
 CREATE SEQUENCE jq_queue_ids_seq AS integer;
 
 CREATE TABLE jq_queue_ids (
-    queue_id   int DEFAULT nextval('jq_queue_ids_seq') CONSTRAINT jq_queue_ids_pkey PRIMARY KEY,
+    queue_id   int DEFAULT pg_catalog.nextval('jq_queue_ids_seq'::pg_catalog.regclass) CONSTRAINT jq_queue_ids_pkey PRIMARY KEY,
     queue_name text NOT NULL CONSTRAINT jq_queue_ids_name_key UNIQUE
                CONSTRAINT jq_queue_ids_name_valid CHECK (queue_name ~ '^[A-Za-z0-9_.:-]{1,60}$')
 );
@@ -447,7 +447,7 @@ CREATE TABLE jq_queue_ids (
 -- Claims, heartbeats and the reaper touch only the hot table, whose size is the live work, not
 -- the history kept.
 CREATE TABLE jq_live_jobs (
-    id               bigint DEFAULT nextval('jq_jobs_id_seq') CONSTRAINT jq_live_jobs_pkey PRIMARY KEY,
+    id               bigint DEFAULT pg_catalog.nextval('jq_jobs_id_seq'::pg_catalog.regclass) CONSTRAINT jq_live_jobs_pkey PRIMARY KEY,
     queue_id         int NOT NULL,  -- jq_queue_ids; no foreign key, whose check would cost every insert
     payload          jsonb NOT NULL,
     status           jq_status NOT NULL DEFAULT 'pending',
@@ -482,8 +482,8 @@ CREATE TABLE jq_live_jobs (
     CONSTRAINT jq_live_jobs_consistent CHECK (
         max_attempts >= 1
         AND attempt_count BETWEEN 0 AND max_attempts
-        AND (status = 'running') = (lease_owner IS NOT NULL)
-        AND (status = 'running') = (lease_expires_at IS NOT NULL))
+        AND (status OPERATOR(pg_catalog.=) 'running') = (lease_owner IS NOT NULL)
+        AND (status OPERATOR(pg_catalog.=) 'running') = (lease_expires_at IS NOT NULL))
 );
 
 -- Seven indexes, each for the statements named (README, "Storage"):
@@ -495,7 +495,7 @@ CREATE TABLE jq_live_jobs (
 -- and when next?" the same way (claim.sql, parts/pending_levels.sql, claim_front.sql).
 -- An index in arrival order would answer those with one probe, and cost every enqueue an insertion.
 CREATE INDEX jq_live_jobs_claim ON jq_live_jobs (queue_id, priority DESC, available_at, id)
-    WHERE status = 'pending' AND concurrency_key IS NULL;
+    WHERE status OPERATOR(pg_catalog.=) 'pending' AND concurrency_key IS NULL;
 
 -- The key claim index: the pending rows with a concurrency key, which claims take key by key in
 -- turn (README, "Flow control"), so keyed by key first, then in the claim's own order within the
@@ -503,7 +503,7 @@ CREATE INDEX jq_live_jobs_claim ON jq_live_jobs (queue_id, priority DESC, availa
 -- The rotation finds the next key with pending jobs by one probe (claim_keys.sql), and a key's
 -- first jobs by one range (claim_keyed.sql).
 CREATE INDEX jq_live_jobs_key_claim ON jq_live_jobs (queue_id, concurrency_key, priority DESC, available_at, id)
-    WHERE status = 'pending' AND concurrency_key IS NOT NULL;
+    WHERE status OPERATOR(pg_catalog.=) 'pending' AND concurrency_key IS NOT NULL;
 
 -- Running rows: the reaper's expired leases, the concurrency limit's running count, and by the
 -- concurrency key a key's running count under its limit (reap_expired_ids.sql, claim_running.sql,
@@ -511,26 +511,26 @@ CREATE INDEX jq_live_jobs_key_claim ON jq_live_jobs (queue_id, concurrency_key, 
 -- running jobs to be planned onto. Deliberately not keyed on lease_expires_at: a heartbeat
 -- changes only that column, so it stays a HOT update (no index insertions, and the old version
 -- is pruned on the page).
-CREATE INDEX jq_live_jobs_running ON jq_live_jobs (queue_id, concurrency_key) WHERE status = 'running';
+CREATE INDEX jq_live_jobs_running ON jq_live_jobs (queue_id, concurrency_key) WHERE status OPERATOR(pg_catalog.=) 'running';
 
 -- Pending jobs with a deadline: the reaper's sweep of those it passed (expire.sql). Only jobs
 -- enqueued with `expires_at` have an entry.
 CREATE INDEX jq_live_jobs_expiring ON jq_live_jobs (expires_at)
-    WHERE status = 'pending' AND expires_at IS NOT NULL;
+    WHERE status OPERATOR(pg_catalog.=) 'pending' AND expires_at IS NOT NULL;
 
 -- Dead and cancelled jobs: the stats view, re-drive and purge by queue, and the retention of
 -- cancelled jobs (retry_dead.sql, purge_dead.sql, prune_cancelled.sql).
 CREATE INDEX jq_live_jobs_unresolved ON jq_live_jobs (queue_id, status, finished_at)
-    WHERE status IN ('dead', 'cancelled');
+    WHERE status OPERATOR(pg_catalog.=) ANY (ARRAY['dead', 'cancelled']::jq_status[]);
 
 -- Dedup keys: unique among live jobs only, so a finished job frees its key. Enqueue relies on
 -- ON CONFLICT against this index, which is race-free where a read-then-insert is not.
 CREATE UNIQUE INDEX jq_live_jobs_dedup ON jq_live_jobs (queue_id, dedup_key)
-    WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running');
+    WHERE dedup_key IS NOT NULL AND status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]);
 
 -- Ordering keys: the claim asks "is an earlier job of this key still live, or another one running?".
 CREATE INDEX jq_live_jobs_ordering ON jq_live_jobs (queue_id, ordering_key, id)
-    WHERE ordering_key IS NOT NULL AND status IN ('pending', 'running');
+    WHERE ordering_key IS NOT NULL AND status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]);
 
 -- Every job is inserted once, updated at its claim and deleted (or updated) when it finishes, so
 -- dead tuples pile up at the rate of the queue's throughput while the table stays small. Vacuum on

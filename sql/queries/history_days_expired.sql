@@ -9,8 +9,8 @@ WITH days AS (
     FROM pg_catalog.pg_inherits i
     JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
     JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-    WHERE i.inhparent = 'jq_job_history'::pg_catalog.regclass
-      AND c.relname ~ '^jq_job_history_[0-9]{8}$'
+    WHERE i.inhparent = 'jq_job_history'::pg_catalog.regclass::pg_catalog.oid
+      AND c.relname ~ '^jq_job_history_[0-9]{8}$'::pg_catalog.text
 )
 SELECT d.qualified
 FROM days d

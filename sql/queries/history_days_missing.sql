@@ -12,7 +12,7 @@ SELECT pg_catalog.format('CREATE TABLE %I.%I (LIKE %I.jq_job_history INCLUDING D
                          s.schema, s.schema, d.name, d.lo, d.lo + interval '24 hours')
 FROM (SELECT n.nspname AS schema FROM pg_catalog.pg_class c
       JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-      WHERE c.oid = 'jq_job_history'::pg_catalog.regclass) AS s
+      WHERE c.oid = 'jq_job_history'::pg_catalog.regclass::pg_catalog.oid) AS s
 CROSS JOIN LATERAL (
     SELECT 'jq_job_history_' || pg_catalog.to_char(day, 'YYYYMMDD') AS name,
            day AT TIME ZONE 'UTC' AS lo
