@@ -51,6 +51,7 @@ pub fn look_until_found<T>(
 ) -> spi::Result<Vec<T>> {
     let deadline = Instant::now() + wait;
     let had_xid = holds_transaction_id();
+    let may_release = may_release_snapshot_horizon();
     loop {
         // Read before looking, so that an enqueue committing after the look still wakes the sleep.
         let seen = wake::generation(queue_name);
@@ -72,7 +73,9 @@ pub fn look_until_found<T>(
                 Some(due.unwrap_or(Duration::MAX).min(Duration::from_micros(micros)))
             }
         };
-        release_snapshot_horizon();
+        if may_release {
+            release_snapshot_horizon();
+        }
         // The recheck finds work no wake-up announces: an unpaused queue, a freed slot of a limited
         // queue, the end of a retry's backoff.
         let most = wake::longest_sleep(Duration::from_millis(guc::WAIT_RECHECK_MS.get() as u64));
@@ -92,32 +95,69 @@ fn next_due(queue_name: &str) -> spi::Result<Option<Duration>> {
     Ok(micros.map(|m| Duration::from_micros(m.max(0) as u64)))
 }
 
-/// Lets VACUUM clean up behind a sleeping claim. The statement that called jq_claim keeps its
-/// snapshot registered until it ends, and with it this backend's xmin, although a waiting claim
-/// reads nothing with that snapshot: each look takes a fresh one (READ COMMITTED), which sets xmin
-/// again. So the xmin is cleared for the sleep, as PostgreSQL clears it between transactions.
+/// Whether a waiting call may let VACUUM clean up behind it while it sleeps
+/// (`release_snapshot_horizon`). Decided once, when the call begins: nothing the call does opens a
+/// portal or a transaction block.
 ///
-/// That is safe only if nothing reads with an older snapshot after the sleep: no snapshot but the
-/// statement's own may exist. So it is done only when the claim is called by the top-level
-/// statement itself (not from PL/pgSQL, a procedure, a DO block or an SQL function, whose outer
-/// queries hold snapshots of their own), that statement reads no table (`SELECT * FROM
-/// jq_claim(...)` reads only the function's result), it runs outside a transaction block, and no
-/// other portal (a cursor, or a suspended portal of the extended protocol) is open. Anything else
-/// keeps its horizon while it sleeps, which is correct but holds back VACUUM; the README says so.
-pub(crate) fn release_snapshot_horizon() {
-    // SAFETY: reads of the transaction and portal state; the write to this backend's own PGPROC
-    // xmin is what PostgreSQL does between transactions, and the checks above it ensure no
-    // snapshot that needs it is in use (see above).
+/// The statement that called jq_claim keeps its snapshot registered until it ends, and with it
+/// this backend's xmin, although a waiting claim reads nothing with that snapshot: each look takes
+/// a fresh one (READ COMMITTED), which sets xmin again. Clearing the xmin for the sleep, as
+/// PostgreSQL clears it between transactions, is safe only if nothing reads with an older snapshot
+/// after the sleep: no snapshot but the statement's own may exist. So it is done only when the call
+/// comes from the top-level statement itself (not from PL/pgSQL, a procedure, a DO block or an SQL
+/// function, whose outer queries hold snapshots of their own), that statement reads no table
+/// (`SELECT * FROM jq_claim(...)` reads only the function's result), it runs outside a transaction
+/// block, and its portal is the session's only one (no cursor, held or not, and no suspended portal
+/// of the extended protocol). Anything else keeps its horizon while it sleeps, which is correct but
+/// holds back VACUUM; the README says so ("Wake-ups").
+pub(crate) fn may_release_snapshot_horizon() -> bool {
+    // SAFETY: reads of the transaction and portal state (see each function).
     unsafe {
-        if pg_sys::IsTransactionBlock()
-            || !pg_sys::ThereAreNoReadyPortals()
-            || !called_by_the_top_level_statement()
-            || !statement_reads_no_table()
-        {
-            return;
-        }
+        !pg_sys::IsTransactionBlock()
+            && the_only_portal()
+            && called_by_the_top_level_statement()
+            && statement_reads_no_table()
+    }
+}
+
+/// Clears this backend's xmin for a sleep; only where `may_release_snapshot_horizon` said so.
+pub(crate) fn release_snapshot_horizon() {
+    // SAFETY: the write to this backend's own PGPROC xmin is what PostgreSQL does between
+    // transactions; `may_release_snapshot_horizon` ensured no snapshot that needs it is in use.
+    unsafe {
         pg_sys::InvalidateCatalogSnapshot();
         (*pg_sys::MyProc).xmin = pg_sys::InvalidTransactionId;
+    }
+}
+
+/// Whether the active portal is the session's only one. Every portal keeps its memory in a context
+/// of its own under PostgreSQL's portal context (and a holdable cursor its rows in another), so the
+/// siblings of the active portal's context are the other portals. This walks that short list of
+/// contexts rather than the portal table: PostgreSQL 15's `ThereAreNoReadyPortals` leaves its scan of
+/// the table open when it finds a ready portal, and a scan left open on every sleep ends, after a
+/// hundred, in an error that the abort itself repeats until the server restarts (see the test
+/// `a_waiting_claim_beside_a_held_cursor_leaves_no_scan_open`).
+unsafe fn the_only_portal() -> bool {
+    // SAFETY: the active portal and its context are checked for NULL; memory contexts form a tree
+    // whose links are valid while the contexts live, and the portal contexts outlive this call.
+    unsafe {
+        let portal = pg_sys::ActivePortal;
+        if portal.is_null() || (*portal).portalContext.is_null() {
+            return false;
+        }
+        let own = (*portal).portalContext;
+        let portals = (*own).parent;
+        if portals.is_null() {
+            return false;
+        }
+        let mut context = (*portals).firstchild;
+        while !context.is_null() {
+            if context != own {
+                return false;
+            }
+            context = (*context).nextchild;
+        }
+        true
     }
 }
 

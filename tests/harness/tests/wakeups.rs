@@ -527,3 +527,44 @@ fn a_waiting_claim_inside_a_plpgsql_loop_keeps_the_loops_rows() {
     other.batch_execute("VACUUM rows_to_read").unwrap();
     assert_eq!(reader.join().unwrap().unwrap(), 2000, "the loop lost rows");
 }
+
+/// A waiting claim and jq_await beside a held cursor, rechecking every 10 ms for three seconds:
+/// some 300 sleeps each. Had either looked at the portal table before each sleep as PostgreSQL 15's
+/// `ThereAreNoReadyPortals` does, every sleep would leave a scan of it open: a warning at commit for
+/// a few, and after a hundred an error that the abort repeats until the server restarts.
+#[test]
+fn a_waiting_claim_beside_a_held_cursor_leaves_no_scan_open() {
+    let cluster = Cluster::start_with(&[PRELOAD]);
+    let mut client = cluster.connect();
+    let id: i64 = client.query_one("SELECT jq_enqueue('elsewhere', '{}')", &[]).unwrap().get(0);
+    client
+        .batch_execute(
+            "DECLARE held CURSOR WITH HOLD FOR SELECT 1;
+             SET pg_jobqueue.wait_recheck = 10;
+             SELECT * FROM jq_claim('emptyq', 'w', wait => '3 s');",
+        )
+        .expect("the waiting claim ends normally");
+    client.query("SELECT * FROM jq_await($1, '3 s')", &[&id]).expect("jq_await ends normally");
+    assert_eq!(client.query_one("FETCH held", &[]).unwrap().get::<_, i32>(0), 1, "the cursor is intact");
+    let log = cluster.log();
+    assert!(!log.contains("hash_seq_search"), "a scan was left open:\n{log}");
+    assert!(!log.contains("PANIC"), "the server restarted:\n{log}");
+}
+
+/// A waiting claim of 200 s inside a PL/pgSQL loop (whose cursor is a ready portal while the loop
+/// body runs) sleeps some 200 times, twice the number of open scans that used to end the backend,
+/// and its server, in a PANIC.
+#[test]
+fn a_200_second_wait_inside_a_plpgsql_loop_ends_normally() {
+    let cluster = Cluster::start_with(&[PRELOAD]);
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "DO $d$ DECLARE r record; BEGIN
+                 FOR r IN SELECT 1 LOOP PERFORM * FROM jq_claim('emptyq', 'w', wait => '200 s'); END LOOP;
+             END $d$",
+        )
+        .unwrap_or_else(|e| panic!("the loop failed: {e}\n{}", cluster.log()));
+    let log = cluster.log();
+    assert!(!log.contains("hash_seq_search") && !log.contains("PANIC"), "{log}");
+}
