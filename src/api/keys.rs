@@ -11,7 +11,10 @@
 //! the other's jobs. The lock of a key that got none is let go at once.
 //!
 //! The key locks are advisory locks of their own kind (`pg_locks`: locktype `advisory`, objsubid
-//! 27249), in memory: nothing is written for them, and no SQL function can take them.
+//! 27249), in memory: nothing is written for them, and no SQL function can take them. They live in
+//! PostgreSQL's lock table, which every database of the server shares, so one transaction keeps at
+//! most `max_locks_per_transaction` of them: a transaction that already holds that many passes
+//! further keys over, as if another claimer held them, until it ends (README, "Flow control").
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -256,8 +259,34 @@ pub(crate) struct KeyLock {
     tag: pg_sys::LOCKTAG,
 }
 
+thread_local! {
+    /// The key locks kept until the end of a transaction: (its local transaction id, how many). A
+    /// backend is one thread.
+    static KEPT: std::cell::Cell<(u32, i32)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// This backend's local transaction id, which no two of its transactions share.
+fn this_transaction() -> u32 {
+    // SAFETY: a plain read of this backend's own PGPROC, set while a transaction runs.
+    unsafe { (*pg_sys::MyProc).lxid }
+}
+
+/// How many key locks this transaction keeps.
+fn kept() -> i32 {
+    let (transaction, count) = KEPT.get();
+    if transaction == this_transaction() {
+        count
+    } else {
+        0
+    }
+}
+
 impl KeyLock {
     pub(crate) fn try_take(queue_name: &str, key: &str) -> Option<KeyLock> {
+        // SAFETY: a plain read of a setting that is fixed at server start.
+        if kept() >= unsafe { pg_sys::max_locks_per_xact } {
+            return None;
+        }
         let hash = fnv1a(queue_name.as_bytes(), key.as_bytes());
         let tag = pg_sys::LOCKTAG {
             // SAFETY: a plain read of this backend's database.
@@ -276,6 +305,7 @@ impl KeyLock {
 
     /// Holds the lock until the transaction ends.
     pub(crate) fn keep(self) {
+        KEPT.set((this_transaction(), kept() + 1));
         std::mem::forget(self);
     }
 }
@@ -349,6 +379,23 @@ mod tests {
             "SELECT count(*) FROM pg_locks
              WHERE locktype = 'advisory' AND objsubid = 27249 AND pid = pg_backend_pid() AND granted",
         )
+    }
+
+    /// The key locks share PostgreSQL's lock table with every database: one transaction claiming
+    /// job after job of distinct keys keeps no more of them than max_locks_per_transaction (64
+    /// here), and passes further keys over until it ends.
+    #[pg_test]
+    fn one_transaction_keeps_at_most_max_locks_per_transaction_key_locks() {
+        for key in 0..100 {
+            keyed("many", &format!("k{key}"), 1);
+        }
+        let most = one::<i64>("SELECT current_setting('max_locks_per_transaction')::bigint");
+        let mut claimed = 0;
+        for _ in 0..100 {
+            claimed += ids("SELECT id FROM jq_claim('many', 'w')").len() as i64;
+        }
+        assert_eq!(key_locks(), most);
+        assert_eq!(claimed, most, "a key whose lock it could not keep was claimed");
     }
 
     #[pg_test]
