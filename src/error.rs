@@ -26,6 +26,28 @@ pub fn permission_denied(queue_name: &str, privilege: &str) -> ! {
     );
 }
 
+/// 42501 for a caller that holds `privilege` on no queue at all, for the verbs that name a job
+/// rather than a queue: which queue the job is in is not said (see `rights::usable_jobs`).
+pub fn permission_denied_anywhere(privilege: &str) -> ! {
+    ereport!(
+        ERROR,
+        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        format!("permission denied: {privilege} on no queue"),
+        format!("The queue's owner grants it with jq_grant(role, queue, '{privilege}').")
+    );
+}
+
+/// 42501 for jq_schedule replacing a schedule of a queue the caller may not manage; its queue is
+/// not named.
+pub fn schedule_of_another_queue(name: &str) -> ! {
+    ereport!(
+        ERROR,
+        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        format!("permission denied: schedule \"{name}\" is of a queue the caller may not manage"),
+        "Choose another name, or ask the queue's owner for manage on its queue."
+    );
+}
+
 /// 23505 for a re-drive of a job whose dedup key another live job of its queue holds now.
 pub fn dedup_key_held(job_id: i64, key: &str, holder: i64, queue_name: &str) -> ! {
     ereport!(

@@ -210,7 +210,8 @@ fn take_database() -> bool {
 
 /// Why a pass did not run to its end.
 enum Failure {
-    /// The role of `pg_jobqueue.reaper_role` may not EXECUTE the function the pass stands for.
+    /// The role of `pg_jobqueue.reaper_role` may not use the extension's schema, or not EXECUTE the
+    /// function the pass stands for.
     Refused,
     Error(String),
 }
@@ -266,7 +267,7 @@ fn run_pass<T>(what: &str, gate: Gate, pass: impl FnOnce() -> spi::Result<Option
             match (failure, gate) {
                 (Failure::Refused, Some((function, refused))) => {
                     if refused.insert(function, Instant::now()).is_none() {
-                        warning!("pg_jobqueue reaper: the role of pg_jobqueue.reaper_role may not EXECUTE {function}() here; GRANT EXECUTE ON FUNCTION {function} to it (tried again every minute)");
+                        warning!("pg_jobqueue reaper: the role of pg_jobqueue.reaper_role may not use the extension's schema or EXECUTE {function}() here; GRANT USAGE on the schema and EXECUTE ON FUNCTION {function} to it (tried again every minute)");
                     }
                 }
                 (Failure::Refused, None) => unreachable!("only a gated pass is refused"),

@@ -24,6 +24,11 @@ use crate::{db, error};
 
 const GRANTED: &str = include_str!("../sql/queries/rights_granted.sql");
 const EXTENSION_OWNER: &str = include_str!("../sql/queries/extension_owner.sql");
+const GRANTED_ANYWHERE: &str = include_str!("../sql/queries/rights_anywhere.sql");
+const LIVE_JOBS_QUEUES: &str = include_str!("../sql/queries/job_queues_live.sql");
+const JOBS_QUEUES: &str = include_str!("../sql/queries/job_queues_any.sql");
+/// The key under which `holds_anywhere` caches its answer among the queues' (no queue is unnamed).
+const ANYWHERE: &str = "";
 
 /// The built-in pg_monitor role, which reads every queue's figures.
 const PG_MONITOR: pg_sys::Oid = pg_sys::Oid::from_u32(3373);
@@ -82,16 +87,101 @@ pub fn require(queue_name: &str, privilege: Privilege) {
     }
 }
 
-/// Raises 42501 unless the caller holds one of `privileges` on `queue_name`; the error names the
-/// first, which is enough to grant.
-pub fn require_any(queue_name: &str, privileges: &[Privilege]) {
-    if !enforced() {
-        return;
-    }
+/// Where a verb looks for the jobs it names: the live table only (the verbs that change a job), or
+/// the history as well (the verbs that read a job's outcome).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Jobs {
+    Live,
+    LiveOrFinished,
+}
+
+/// The jobs of `job_ids`, each with its queue, on which the caller holds one of `privileges`,
+/// found before the verb touches, locks or writes any of them; None for a caller that holds every
+/// right (a superuser or the owner), for whom nothing is looked up. A job of a queue the caller may
+/// not use is left out exactly as a job that does not exist is, so a refusal tells nothing of
+/// another queue's jobs (not even that they exist); the verb then answers as for an unknown job. A
+/// caller that holds none of `privileges` on any queue is refused with 42501 whatever it names.
+pub fn usable_jobs(job_ids: &[i64], privileges: &[Privilege], jobs: Jobs) -> Option<Vec<(i64, String)>> {
     let role = caller();
-    if !privileges.iter().any(|privilege| holds(role, queue_name, *privilege)) {
-        error::permission_denied(queue_name, privileges[0].name());
+    if !enforced() || holds_all(role) {
+        return None;
     }
+    let sql = match jobs {
+        Jobs::Live => LIVE_JOBS_QUEUES,
+        Jobs::LiveOrFinished => JOBS_QUEUES,
+    };
+    let found = as_owner(|| db::connect(|db| db.rows::<(i64, String)>(sql, &[job_ids.to_vec().into()])))
+        .expect("the jobs' queues are readable");
+    let usable: Vec<(i64, String)> = found
+        .into_iter()
+        .filter(|(_, queue_name)| privileges.iter().any(|privilege| holds(role, queue_name, *privilege)))
+        .collect();
+    // `found` may be empty because the jobs do not exist: refused the same as jobs of other queues.
+    if usable.is_empty() {
+        refuse_unless_held_anywhere(role, privileges);
+    }
+    Some(usable)
+}
+
+/// Whether the caller holds one of `privileges` on `queue_name`, for a verb that names something
+/// of a queue (a schedule) rather than the queue: false is answered as for something that does not
+/// exist, and a caller that holds none of `privileges` on any queue is refused with 42501.
+pub fn may_use(queue_name: &str, privileges: &[Privilege]) -> bool {
+    let role = caller();
+    if !enforced() || holds_all(role) || privileges.iter().any(|privilege| holds(role, queue_name, *privilege)) {
+        return true;
+    }
+    refuse_unless_held_anywhere(role, privileges);
+    false
+}
+
+/// Raises 42501 unless the caller holds one of `privileges` on some queue: for a verb whose
+/// target was not found, refused as one of a queue the caller may not use would be.
+pub fn require_somewhere(privileges: &[Privilege]) {
+    let role = caller();
+    if enforced() && !holds_all(role) {
+        refuse_unless_held_anywhere(role, privileges);
+    }
+}
+
+fn refuse_unless_held_anywhere(role: pg_sys::Oid, privileges: &[Privilege]) {
+    if !privileges.iter().any(|privilege| holds_anywhere(role, *privilege)) {
+        error::permission_denied_anywhere(privileges[0].name());
+    }
+}
+
+/// Takes in the invalidations other sessions have sent (a change of jq_grants or of a role), so
+/// that a call that waits asks about rights as they are now, not as they were when it began.
+pub fn accept_invalidations() {
+    // SAFETY: what PostgreSQL does whenever it takes a lock; the callbacks it runs only drop caches.
+    unsafe { pg_sys::AcceptInvalidationMessages() };
+}
+
+/// Whether `role` holds `privilege` on some queue (by a grant of its own or of a role whose
+/// privileges it inherits).
+fn holds_anywhere(role: pg_sys::Oid, privilege: Privilege) -> bool {
+    let key = (role.to_u32(), privilege);
+    let known = ANSWERS.with(|answers| answers.borrow().get(&key).and_then(|queues| queues.get(ANYWHERE)).copied());
+    if let Some(known) = known {
+        return known;
+    }
+    let privileges = vec![privilege.name()];
+    let granted = as_owner(|| db::connect(|db| db.first::<bool>(GRANTED_ANYWHERE, &[role.into(), privileges.into()])))
+        .expect("the rights lookup runs")
+        .unwrap_or(false);
+    remember(key, ANYWHERE, granted);
+    granted
+}
+
+fn remember(key: (u32, Privilege), queue_name: &str, granted: bool) {
+    ANSWERS.with(|answers| {
+        let mut answers = answers.borrow_mut();
+        let queues = answers.entry(key).or_default();
+        if queues.len() >= CACHE_LIMIT {
+            queues.clear();
+        }
+        queues.insert(queue_name.to_owned(), granted);
+    });
 }
 
 /// Whether `role` holds `privilege` on `queue_name`.
@@ -109,14 +199,7 @@ pub fn holds(role: pg_sys::Oid, queue_name: &str, privilege: Privilege) -> bool 
     })
     .expect("the rights lookup runs")
     .unwrap_or(false);
-    ANSWERS.with(|answers| {
-        let mut answers = answers.borrow_mut();
-        let queues = answers.entry(key).or_default();
-        if queues.len() >= CACHE_LIMIT {
-            queues.clear();
-        }
-        queues.insert(queue_name.to_owned(), granted);
-    });
+    remember(key, queue_name, granted);
     granted
 }
 

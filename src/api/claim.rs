@@ -90,7 +90,13 @@ fn claim_waiting(
 ) -> spi::Result<Vec<ClaimedJob>> {
     wait::refuse_outside_read_committed();
     rights::as_owner(|| {
-        wait::look_until_found(queue_name, wait, |now| claim_now(queue_name, worker, lease, batch_size, true, now))
+        wait::look_until_found(queue_name, wait, |now| {
+            // Asked again on every look: a right revoked while the claim waits ends it with 42501
+            // (the revocation's invalidation is taken in first).
+            rights::accept_invalidations();
+            rights::require(queue_name, Privilege::Consume);
+            claim_now(queue_name, worker, lease, batch_size, true, now)
+        })
     })
 }
 

@@ -5,7 +5,7 @@ use pgrx::datum::Interval;
 use pgrx::prelude::*;
 use pgrx::{spi, JsonB};
 
-use crate::db::{self, in_subtransaction};
+use crate::db::{self, in_subtransaction, payload::Payload};
 use crate::error::{invalid_argument, null_argument};
 use crate::rights::{self, Privilege};
 use crate::{guc, input};
@@ -14,6 +14,7 @@ const ENSURE_ROW: &str = include_str!("../../sql/queries/configure_row.sql");
 const CONFIGURE: &str = include_str!("../../sql/queries/configure.sql");
 const ENSURE_KEY_ROW: &str = include_str!("../../sql/queries/configure_key_row.sql");
 const CONFIGURE_KEY: &str = include_str!("../../sql/queries/configure_key.sql");
+const SETTINGS_KEYS: &str = include_str!("../../sql/queries/settings_keys.sql");
 
 /// The settings jq_configure takes: the columns of jq_queues but its key.
 const SETTINGS: [&str; 18] = [
@@ -43,7 +44,7 @@ const SETTINGS: [&str; 18] = [
 /// and then nothing changes.
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
-fn jq_configure(queue_name: Option<&str>, settings: Option<JsonB>) -> spi::Result<JsonB> {
+fn jq_configure(queue_name: Option<&str>, settings: Option<Payload>) -> spi::Result<JsonB> {
     let queue_name = input::queue_name(queue_name);
     let settings = settings_object(settings, &SETTINGS);
     rights::require(queue_name, Privilege::Manage);
@@ -52,8 +53,7 @@ fn jq_configure(queue_name: Option<&str>, settings: Option<JsonB>) -> spi::Resul
         in_subtransaction(|| {
             db::connect(|db| {
                 db.rows::<()>(ENSURE_ROW, &[queue_name.into()])?;
-                let changed =
-                    db.rows::<(JsonB, Option<f64>)>(CONFIGURE, &[queue_name.into(), JsonB(settings.0.clone()).into()])?;
+                let changed = db.rows::<(JsonB, Option<f64>)>(CONFIGURE, &[queue_name.into(), settings.into()])?;
                 let (settings, default_lease) = changed.into_iter().next().expect("the queue's row exists");
                 // Raised inside the subtransaction, so that the change is undone with it.
                 if default_lease.unwrap_or(0.0) > f64::from(max_lease) {
@@ -81,7 +81,7 @@ const KEY_SETTINGS: [&str; 2] = ["concurrency_limit", "weight"];
 fn jq_configure_key(
     queue_name: Option<&str>,
     concurrency_key: Option<&str>,
-    settings: Option<JsonB>,
+    settings: Option<Payload>,
 ) -> spi::Result<JsonB> {
     let queue_name = input::queue_name(queue_name);
     let key = input::concurrency_key(concurrency_key).unwrap_or_else(|| null_argument("concurrency_key"));
@@ -91,10 +91,7 @@ fn jq_configure_key(
         in_subtransaction(|| {
             db::connect(|db| {
                 db.rows::<()>(ENSURE_KEY_ROW, &[queue_name.into(), key.into()])?;
-                let changed = db.first::<JsonB>(
-                    CONFIGURE_KEY,
-                    &[queue_name.into(), key.into(), JsonB(settings.0.clone()).into()],
-                )?;
+                let changed = db.first::<JsonB>(CONFIGURE_KEY, &[queue_name.into(), key.into(), settings.into()])?;
                 Ok(changed.expect("the key's row exists"))
             })
         })
@@ -102,13 +99,16 @@ fn jq_configure_key(
     changed.map_err(|message| invalid_argument("settings", format_args!("refused: {message}")))
 }
 
-/// `settings` as a JSON object of known setting names, or the argument's error.
-fn settings_object(settings: Option<JsonB>, known: &[&str]) -> JsonB {
+/// `settings` as a JSON object of known setting names, or the argument's error. The server reads
+/// its type and keys, so a value nested however deep is refused like any other, with 22023.
+fn settings_object(settings: Option<Payload>, known: &[&str]) -> Payload {
     let settings = settings.unwrap_or_else(|| null_argument("settings"));
-    let Some(object) = settings.0.as_object() else {
+    let shape = db::read_only_rows::<(String, Option<Vec<String>>)>(SETTINGS_KEYS, &[settings.into()])
+        .expect("jsonb_typeof reads any jsonb value");
+    let Some((_, Some(keys))) = shape.into_iter().next() else {
         invalid_argument("settings", "must be a JSON object of setting names and values");
     };
-    if let Some(unknown) = object.keys().find(|key| !known.contains(&key.as_str())) {
+    if let Some(unknown) = keys.iter().find(|key| !known.contains(&key.as_str())) {
         invalid_argument(
             "settings",
             format_args!("has an unknown setting \"{unknown}\"; the settings are {}", known.join(", ")),

@@ -1,9 +1,10 @@
 //! The lease holder's verbs: jq_heartbeat, jq_complete, jq_fail. Each acts only while the job runs
 //! under this worker's unexpired lease with this token; otherwise it changes nothing and returns false.
 //!
-//! The caller needs `consume` on the job's queue. The queue is known only from the row, so each
-//! verb makes its guarded change first and checks the right on the queue it returns: without the
-//! right the call raises 42501, which undoes the change. That costs the hot path no extra statement.
+//! The caller needs `consume` on the job's queue, checked before the verb touches the job
+//! (`rights::usable_jobs`): a job of a queue it may not consume is answered as a job that does not
+//! exist, false, and one that holds `consume` on no queue at all is refused with 42501. Superusers
+//! and the owner hold every right, so their calls look nothing up.
 
 use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::prelude::*;
@@ -11,7 +12,7 @@ use pgrx::spi;
 
 use crate::db::{self, clock, payload::Payload, Session};
 use crate::input;
-use crate::rights::{self, Privilege};
+use crate::rights::{self, Jobs, Privilege};
 use crate::shared::counters::{self, Counter};
 use crate::shared::finish;
 use crate::shared::front::{self, Key};
@@ -21,7 +22,26 @@ const HEARTBEAT: &str = include_str!("../../sql/queries/heartbeat.sql");
 const COMPLETE: &str = include_str!("../../sql/queries/complete.sql");
 const COMPLETE_BATCH: &str = include_str!("../../sql/queries/complete_batch.sql");
 const FAIL: &str = include_str!("../../sql/queries/fail.sql");
-pub const JOB_QUEUE: &str = include_str!("../../sql/queries/job_queue.sql");
+
+/// The privileges of the lease holder's verbs, for `rights::usable_jobs`.
+pub(super) const CONSUMERS: [Privilege; 1] = [Privilege::Consume];
+
+const LIVE_JOBS_QUEUES: &str = include_str!("../../sql/queries/job_queues_live.sql");
+
+/// Whether the caller may consume the job: false for a job of a queue it may not consume, which is
+/// answered as an unknown job (see `rights::usable_jobs`).
+pub(super) fn consumable(job_id: i64) -> bool {
+    rights::usable_jobs(&[job_id], &CONSUMERS, Jobs::Live).is_none_or(|usable| !usable.is_empty())
+}
+
+/// Counts a refused call against its job's queue (a job that does not exist counts nowhere).
+/// Refusals are rare, so the lookup costs the hot path nothing.
+pub(super) fn count_refused(db: &mut Session, job_ids: Vec<i64>, counter: Counter) -> spi::Result<()> {
+    for (_, queue_name) in db.rows::<(i64, String)>(LIVE_JOBS_QUEUES, &[job_ids.into()])? {
+        counters::count(&queue_name, counter);
+    }
+    Ok(())
+}
 
 /// Extends the lease to now + `extend` (default: the length it was claimed with), never past the
 /// queue's maximum runtime counted from this attempt's claim.
@@ -38,15 +58,17 @@ fn jq_heartbeat(
     let worker = input::worker(worker);
     let lease_token = input::lease_token(lease_token);
     let extend = input::lease_length("extend", extend, now);
+    if !consumable(job_id) {
+        return Ok(false);
+    }
     rights::as_owner(|| {
         db::connect(|db| {
             let args = [job_id.into(), worker.into(), lease_token.into(), extend.into(), now.into()];
             let extended = super::tokens::lease_write(|| db.rows::<(String,)>(HEARTBEAT, &args))?;
-            let Some((queue_name,)) = extended.into_iter().next() else {
+            if extended.is_empty() {
                 count_refused(db, vec![job_id], Counter::StaleHeartbeats)?;
                 return Ok(false);
-            };
-            rights::require(&queue_name, Privilege::Consume);
+            }
             Ok(true)
         })
     })
@@ -66,6 +88,9 @@ fn jq_complete(
     let lease_token = input::lease_token(lease_token);
     let result = input::result("result", result);
     let now = clock::now();
+    if !consumable(job_id) {
+        return Ok(false);
+    }
     rights::as_owner(|| {
         db::connect(|db| {
             let args = [job_id.into(), worker.into(), lease_token.into(), now.into(), result.into()];
@@ -75,7 +100,6 @@ fn jq_complete(
                 count_refused(db, vec![job_id], Counter::StaleCompletions)?;
                 return Ok(false);
             };
-            rights::require(&queue_name, Privilege::Consume);
             count_completion(&queue_name, claimed_at, now, keyed);
             finish::at_commit(&[job_id]);
             Ok(true)
@@ -96,18 +120,6 @@ fn micros(at: TimestampWithTimeZone) -> i64 {
     pg_sys::TimestampTz::from(at)
 }
 
-/// A refused call: raises 42501 if the caller lacks `consume` on a job's queue (so that a call
-/// without the right is refused the same whether its token was right or not), and otherwise counts
-/// it against the queue (a job that does not exist counts nowhere). Refusals are rare, so the
-/// lookup costs the hot path nothing.
-pub(super) fn count_refused(db: &mut Session, job_ids: Vec<i64>, counter: Counter) -> spi::Result<()> {
-    for (queue_name,) in db.rows::<(String,)>(JOB_QUEUE, &[job_ids.into()])? {
-        rights::require(&queue_name, Privilege::Consume);
-        counters::count(&queue_name, counter);
-    }
-    Ok(())
-}
-
 /// jq_complete for a batch, in one statement: `lease_tokens[i]` is the token of `job_ids[i]`, and
 /// `results[i]` (if given) its result. Each job is completed under jq_complete's guard; returns the
 /// ids it completed, in no particular order.
@@ -123,21 +135,35 @@ fn jq_complete_batch(
     let worker = input::worker(worker);
     let results = input::results(results, &job_ids);
     let now = clock::now();
-    let args =
-        [job_ids.clone().into(), worker.into(), lease_tokens.into(), now.into(), "running".into(), results.into()];
+    // Only the jobs the caller may consume go into the statement, each with its token and result.
+    let (ids, tokens, results) = match rights::usable_jobs(&job_ids, &CONSUMERS, Jobs::Live) {
+        None => (job_ids, lease_tokens, results),
+        Some(usable) => {
+            let usable: Vec<i64> = usable.into_iter().map(|(id, _)| id).collect();
+            let keep: Vec<usize> = (0..job_ids.len()).filter(|i| usable.contains(&job_ids[*i])).collect();
+            (
+                keep.iter().map(|i| job_ids[*i]).collect(),
+                keep.iter().map(|i| lease_tokens[*i]).collect(),
+                results.map(|results| keep.iter().map(|i| results[*i].clone()).collect()),
+            )
+        }
+    };
+    let args = [ids.clone().into(), worker.into(), tokens.into(), now.into(), "running".into(), results.into()];
     let completed = rights::as_owner(|| {
         db::connect(|db| {
+            if ids.is_empty() {
+                return Ok(Vec::new());
+            }
             let mut completed = Vec::new();
             for (id, queue_name, claimed_at, keyed) in
                 db.rows::<(i64, String, TimestampWithTimeZone, bool)>(COMPLETE_BATCH, &args)?
             {
-                rights::require(&queue_name, Privilege::Consume);
                 count_completion(&queue_name, claimed_at, now, keyed);
                 completed.push(id);
             }
             finish::at_commit(&completed);
-            if completed.len() < job_ids.len() {
-                let refused = job_ids.iter().copied().filter(|id| !completed.contains(id)).collect();
+            if completed.len() < ids.len() {
+                let refused = ids.iter().copied().filter(|id| !completed.contains(id)).collect();
                 count_refused(db, refused, Counter::StaleCompletions)?;
             }
             Ok(completed)
@@ -168,6 +194,9 @@ fn jq_fail(
     let error_message = input::error_message(error_message);
     let retryable = input::retryable(retryable);
     let retry_in = input::retry_in(retry_in, now);
+    if !consumable(job_id) {
+        return Ok(false);
+    }
     rights::as_owner(|| {
         db::connect(|db| {
             let args = [
@@ -185,7 +214,6 @@ fn jq_fail(
                 count_refused(db, vec![job_id], Counter::StaleCompletions)?;
                 return Ok(false);
             };
-            rights::require(&queue_name, Privilege::Consume);
             counters::failure(&queue_name, error_code);
             counters::count(&queue_name, if dead { Counter::Deaths } else { Counter::Retries });
             if dead {

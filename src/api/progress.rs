@@ -2,16 +2,16 @@
 //! jq_progress_of reads it back), jq_snooze puts it back for later (README, "Progress and checkpoints", "Snooze and deadlines"). Fenced like
 //! jq_heartbeat: each acts only while the job runs under this worker's unexpired lease with this
 //! token, and otherwise changes nothing and returns false. The caller needs `consume` on the job's
-//! queue, checked on the queue the guarded change returns (see `lease`).
+//! queue, checked before anything is read or touched, as in `lease`.
 
 use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::prelude::*;
 use pgrx::spi;
 
-use super::lease::count_refused;
+use super::lease::{consumable, count_refused};
 use crate::db::{self, clock, payload::Payload};
 use crate::input;
-use crate::rights::{self, Privilege};
+use crate::rights;
 use crate::shared::counters::Counter;
 use crate::shared::front::{self, Key};
 use crate::shared::wake;
@@ -35,17 +35,18 @@ fn jq_progress(
     let worker = input::worker(worker);
     let lease_token = input::lease_token(lease_token);
     let progress = input::progress(progress);
+    if !consumable(job_id) {
+        return Ok(false);
+    }
     rights::as_owner(|| {
         db::connect(|db| {
             let args = [job_id.into(), worker.into(), lease_token.into(), progress.into(), now.into()];
             // Not a lease write (as a heartbeat is): the report is data a retry resumes from, so it
             // commits as durably as the session's synchronous_commit says.
-            let reported = db.rows::<(String,)>(PROGRESS, &args)?;
-            let Some((queue_name,)) = reported.into_iter().next() else {
+            if db.rows::<(String,)>(PROGRESS, &args)?.is_empty() {
                 count_refused(db, vec![job_id], Counter::StaleHeartbeats)?;
                 return Ok(false);
-            };
-            rights::require(&queue_name, Privilege::Consume);
+            }
             Ok(true)
         })
     })
@@ -60,14 +61,14 @@ fn jq_progress_of(job_id: Option<i64>, worker: Option<&str>, lease_token: Option
     let job_id = input::job_id(job_id);
     let worker = input::worker(worker);
     let lease_token = input::lease_token(lease_token);
-    let args = [job_id.into(), worker.into(), lease_token.into(), now.into()];
-    let Some((queue_name, progress)) =
-        rights::as_owner(|| db::read_only_rows::<(String, Option<Payload>)>(PROGRESS_OF, &args))?.pop()
-    else {
+    // Checked before the read, so that a caller without the right learns nothing, not even whether
+    // its token was the right one.
+    if !consumable(job_id) {
         return Ok(None);
-    };
-    rights::require(&queue_name, Privilege::Consume);
-    Ok(progress)
+    }
+    let args = [job_id.into(), worker.into(), lease_token.into(), now.into()];
+    let found = rights::as_owner(|| db::read_only_rows::<(String, Option<Payload>)>(PROGRESS_OF, &args))?.pop();
+    Ok(found.and_then(|(_, progress)| progress))
 }
 
 /// Returns the running job to pending after `delay`, giving back the attempt its claim counted.
@@ -84,6 +85,9 @@ fn jq_snooze(
     let worker = input::worker(worker);
     let lease_token = input::lease_token(lease_token);
     let delay = input::snooze_delay(delay, now);
+    if !consumable(job_id) {
+        return Ok(false);
+    }
     rights::as_owner(|| {
         db::connect(|db| {
             let args = [job_id.into(), worker.into(), lease_token.into(), delay.into(), now.into()];
@@ -92,7 +96,6 @@ fn jq_snooze(
                 count_refused(db, vec![job_id], Counter::StaleCompletions)?;
                 return Ok(false);
             };
-            rights::require(&queue_name, Privilege::Consume);
             front::lower_at_commit(
                 &queue_name,
                 Key { priority, available_at: available_at.into(), id: job_id },

@@ -1,15 +1,16 @@
 //! Operator actions that bring jobs back or take them away: jq_retry and jq_cancel on one job,
 //! jq_retry_dead and jq_purge_dead on a queue's dead jobs, bounded by `max_jobs` so that a large
 //! backlog is worked off in short transactions. The caller needs `manage` on the queue; for one job
-//! it is checked on the queue the guarded change returns (see `lease`).
+//! it is checked before the job is read, locked or written, and a job of a queue the caller may not
+//! manage is answered as one that does not exist (see `rights::usable_jobs`).
 
 use pgrx::prelude::*;
 use pgrx::spi;
 
-use crate::db::{self, clock, Session};
+use crate::db::{self, clock};
 use crate::error;
 use crate::input;
-use crate::rights::{self, Privilege};
+use crate::rights::{self, Jobs, Privilege};
 use crate::shared::counters::{self, Counter};
 use crate::shared::{finish, front};
 
@@ -25,12 +26,13 @@ const PURGE_DEAD: &str = include_str!("../../sql/queries/purge_dead.sql");
 fn jq_retry(job_id: Option<i64>) -> spi::Result<bool> {
     let job_id = input::job_id(job_id);
     let now = clock::now();
+    if !manageable(job_id) {
+        return Ok(false);
+    }
     rights::as_owner(|| {
         db::connect(|db| {
-            // The right first, so that a caller without it learns nothing of the job (not even that
-            // its dedup key is taken); then a key another live job holds, refused with that job named.
+            // A key another live job holds: refused with that job named.
             if let Some((queue_name, key)) = db.rows::<(String, Option<String>)>(DEDUP_KEY, &[job_id.into()])?.pop() {
-                rights::require(&queue_name, Privilege::Manage);
                 if let Some(key) = key {
                     let args = [queue_name.as_str().into(), key.as_str().into()];
                     if let Some(holder) = db.first::<i64>(super::enqueue::LIVE_HOLDER_OF_KEY, &args)? {
@@ -39,9 +41,8 @@ fn jq_retry(job_id: Option<i64>) -> spi::Result<bool> {
                 }
             }
             let Some((_, queue_name)) = db.rows::<(i64, String)>(RETRY, &[job_id.into(), now.into()])?.pop() else {
-                return refused(db, job_id);
+                return Ok(false);
             };
-            rights::require(&queue_name, Privilege::Manage);
             front::forget_at_commit(&queue_name);
             Ok(true)
         })
@@ -55,15 +56,17 @@ fn jq_retry(job_id: Option<i64>) -> spi::Result<bool> {
 fn jq_cancel(job_id: Option<i64>) -> spi::Result<bool> {
     let job_id = input::job_id(job_id);
     let now = clock::now();
+    if !manageable(job_id) {
+        return Ok(false);
+    }
     rights::as_owner(|| {
         db::connect(|db| {
             let Some((_, queue_name)) = db.rows::<(i64, String)>(CANCEL, &[job_id.into(), now.into()])?.pop() else {
-                return refused(db, job_id);
+                return Ok(false);
             };
-            // A pending job this cancel took is pending again if it rolls back (the refusal below
-            // included), maybe below a front that claims moved past it meanwhile.
+            // A pending job this cancel took is pending again if it rolls back, maybe below a front
+            // that claims moved past it meanwhile.
             front::forget_at_rollback(&queue_name);
-            rights::require(&queue_name, Privilege::Manage);
             counters::count(&queue_name, Counter::Cancellations);
             finish::at_commit(&[job_id]);
             Ok(true)
@@ -71,13 +74,10 @@ fn jq_cancel(job_id: Option<i64>) -> spi::Result<bool> {
     })
 }
 
-/// A job that was not in a state to change: false, or 42501 if the caller may not manage its queue
-/// (refused the same whatever the job's state).
-fn refused(db: &mut Session, job_id: i64) -> spi::Result<bool> {
-    for (queue_name,) in db.rows::<(String,)>(super::lease::JOB_QUEUE, &[vec![job_id].into()])? {
-        rights::require(&queue_name, Privilege::Manage);
-    }
-    Ok(false)
+/// Whether the caller may manage the job's queue: false for a job of a queue it may not manage,
+/// which is answered as a job that does not exist.
+fn manageable(job_id: i64) -> bool {
+    rights::usable_jobs(&[job_id], &[Privilege::Manage], Jobs::Live).is_none_or(|usable| !usable.is_empty())
 }
 
 /// Re-drives up to `max_jobs` dead jobs of a queue, optionally only those whose last error code is

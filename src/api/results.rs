@@ -12,7 +12,7 @@ use pgrx::spi;
 
 use super::wait;
 use crate::db::{self, clock, payload::Payload, status::Status};
-use crate::rights::{self, Privilege};
+use crate::rights::{self, Jobs, Privilege};
 use crate::shared::{finish, wake};
 use crate::{guc, input};
 
@@ -46,11 +46,11 @@ fn jq_result(
     >,
 > {
     let job_id = input::job_id(job_id);
+    if !readable(job_id) {
+        return Ok(TableIterator::new(None));
+    }
     // In the calling statement's snapshot, as a STABLE function reads.
     let row = rights::as_owner(|| db::read_only_rows::<Row>(RESULT, &[job_id.into()]))?.pop();
-    if let Some(row) = &row {
-        rights::require_any(&row.0, &READERS);
-    }
     Ok(TableIterator::new(row.map(outcome)))
 }
 
@@ -83,19 +83,21 @@ fn jq_await(
     }
     let deadline = Instant::now() + wait;
     let waiter = finish::Waiter::new(job_id);
-    let mut checked = false;
+    let may_release = wait::may_release_snapshot_horizon();
     loop {
         // Read before looking, so that a finish committing after the look still wakes the sleep.
         let seen = waiter.generation();
-        // A job that does not exist (or was pruned) will never finish: no row at once, as
-        // jq_result has none.
+        // Asked again on every look: a right revoked while the call waits ends the wait (the
+        // revocation's invalidation is taken in first).
+        rights::accept_invalidations();
+        // A job that does not exist (or was pruned), or that the caller may not read, will never
+        // finish for it: no row at once, as jq_result has none.
+        if !readable(job_id) {
+            return Ok(TableIterator::new(None));
+        }
         let Some(row) = look(job_id)? else {
             return Ok(TableIterator::new(None));
         };
-        if !checked {
-            rights::require_any(&row.0, &READERS);
-            checked = true;
-        }
         if row.1 {
             return Ok(TableIterator::new(Some(outcome(row))));
         }
@@ -103,10 +105,18 @@ fn jq_await(
         if left.is_zero() {
             return Ok(TableIterator::new(None));
         }
-        wait::release_snapshot_horizon();
+        if may_release {
+            wait::release_snapshot_horizon();
+        }
         let most = wake::longest_sleep(std::time::Duration::from_millis(guc::WAIT_RECHECK_MS.get() as u64));
         waiter.sleep(seen, left.min(most));
     }
+}
+
+/// Whether the caller may read the job's outcome: false for a job of a queue on which it holds none
+/// of the readers' rights, which is answered as a job that does not exist.
+fn readable(job_id: i64) -> bool {
+    rights::usable_jobs(&[job_id], &READERS, Jobs::LiveOrFinished).is_none_or(|usable| !usable.is_empty())
 }
 
 /// The job's row now, in a fresh snapshot (READ COMMITTED).

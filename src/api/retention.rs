@@ -6,7 +6,7 @@
 //! keeps no longer (no rows deleted, nothing left for vacuum), then deletes row by row what no whole
 //! day took: jobs of a queue with a shorter retention than another of its day, jobs in the default
 //! partition, and cancelled jobs, which stay in the hot table. It also forgets the counts of rate
-//! windows that are over.
+//! windows that are over, and the rights of roles that were dropped.
 
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
@@ -20,6 +20,7 @@ const DAYS_EXPIRED: &str = include_str!("../../sql/queries/history_days_expired.
 const PRUNE_HISTORY: &str = include_str!("../../sql/queries/prune_history.sql");
 const PRUNE_CANCELLED: &str = include_str!("../../sql/queries/prune_cancelled.sql");
 const PRUNE_RATE_COUNTS: &str = include_str!("../../sql/queries/prune_rate_counts.sql");
+const PRUNE_GRANTS: &str = include_str!("../../sql/queries/prune_grants.sql");
 
 /// How long partition DDL waits for its lock before it gives up until the next prune. Attaching a
 /// day and truncating an expired one wait only for readers of jq_jobs; dropping a day takes an
@@ -49,6 +50,7 @@ pub fn prune(max_jobs: i32) -> spi::Result<i32> {
     let rows = db::count_planned_per_call(PRUNE_HISTORY, &[(max_jobs - cancelled).into(), now.into()])?;
     // Not jobs: not counted in what jq_prune returns.
     db::count_planned_per_call(PRUNE_RATE_COUNTS, &[max_jobs.into(), now.into()])?;
+    db::rows_planned_per_call::<()>(PRUNE_GRANTS, &[])?;
     Ok(whole_days.saturating_add(cancelled).saturating_add(rows))
 }
 

@@ -31,6 +31,8 @@ use crate::input;
 use crate::rights::{self, Privilege};
 
 const GET: &str = include_str!("../../sql/queries/schedule_get.sql");
+const QUEUE_OF: &str = include_str!("../../sql/queries/schedule_queue.sql");
+const MANAGERS: [Privilege; 1] = [Privilege::Manage];
 const PUT: &str = include_str!("../../sql/queries/schedule_put.sql");
 const DROP: &str = include_str!("../../sql/queries/schedule_drop.sql");
 const PAUSE: &str = include_str!("../../sql/queries/schedule_pause.sql");
@@ -98,11 +100,17 @@ fn jq_schedule(
     let next_run = next_tick(&cron, time_zone, now.into())
         .unwrap_or_else(|| invalid_argument("cron", "has no run left within the next five years"));
     let next_run = timestamp(next_run);
+    // Replacing a schedule of another queue takes the right on that queue too, checked before the
+    // row is locked, and again on the locked row, which a concurrent jq_schedule may have moved.
+    if queue_of(name).is_some_and(|old_queue| !rights::may_use(&old_queue, &MANAGERS)) {
+        crate::error::schedule_of_another_queue(name);
+    }
     rights::as_owner(|| {
         db::connect(|db| {
-            // Replacing a schedule of another queue takes the right on that queue too.
             if let Some((old_queue, ..)) = db.rows::<(String, String, String)>(GET, &[name.into()])?.pop() {
-                rights::require(&old_queue, Privilege::Manage);
+                if !rights::may_use(&old_queue, &MANAGERS) {
+                    crate::error::schedule_of_another_queue(name);
+                }
             }
             let args = [
                 name.into(),
@@ -132,12 +140,17 @@ fn jq_schedule(
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_unschedule(name: Option<&str>) -> spi::Result<bool> {
     let name = schedule_name(name);
+    if !manageable(name) {
+        return Ok(false);
+    }
     rights::as_owner(|| {
         db::connect(|db| {
             let Some((queue_name, ..)) = db.rows::<(String, String, String)>(GET, &[name.into()])?.pop() else {
                 return Ok(false);
             };
-            rights::require(&queue_name, Privilege::Manage);
+            if !rights::may_use(&queue_name, &MANAGERS) {
+                return Ok(false);
+            }
             Ok(!db.rows::<(String,)>(DROP, &[name.into()])?.is_empty())
         })
     })
@@ -158,15 +171,40 @@ fn jq_resume_schedule(name: Option<&str>) -> spi::Result<bool> {
     set_paused(schedule_name(name), false)
 }
 
+/// Whether the caller may manage the schedule's queue, asked before its row is locked: false for no
+/// schedule and for one of a queue the caller may not manage alike, so that a refusal tells nothing
+/// of another queue's schedules; 42501 for a caller that manages no queue at all.
+fn manageable(name: &str) -> bool {
+    match queue_of(name) {
+        Some(queue_name) => rights::may_use(&queue_name, &MANAGERS),
+        None => {
+            rights::require_somewhere(&MANAGERS);
+            false
+        }
+    }
+}
+
+/// The schedule's queue, read without a lock.
+fn queue_of(name: &str) -> Option<String> {
+    rights::as_owner(|| db::connect(|db| db.first::<String>(QUEUE_OF, &[name.into()])))
+        .expect("jq_schedule_specs is readable")
+}
+
 fn set_paused(name: &str, paused: bool) -> spi::Result<bool> {
     let now = clock::now();
+    if !manageable(name) {
+        return Ok(false);
+    }
     rights::as_owner(|| {
         db::connect(|db| {
             let Some((queue_name, cron, time_zone)) = db.rows::<(String, String, String)>(GET, &[name.into()])?.pop()
             else {
                 return Ok(false);
             };
-            rights::require(&queue_name, Privilege::Manage);
+            // A concurrent jq_schedule may have moved it to another queue since.
+            if !rights::may_use(&queue_name, &MANAGERS) {
+                return Ok(false);
+            }
             // Only a resume moves the next run on. The row passed these checks when it was written;
             // one that no longer does (an operator's UPDATE) keeps its next run, and its tick
             // pass logs why.

@@ -28,6 +28,7 @@ use pgrx::pg_sys::panic::CaughtError;
 use pgrx::pg_sys::PgOid;
 use pgrx::prelude::*;
 use pgrx::spi::{self, Query, SpiClient};
+use pgrx::PgSqlErrorCode;
 
 pub use row::FromRow;
 
@@ -87,6 +88,10 @@ pub fn read_only_rows<T: FromRow>(sql: &str, args: &[DatumWithOid]) -> spi::Resu
 /// Runs `f` in a subtransaction: its changes stay if it succeeds, and are undone if it fails, in
 /// which case the error is returned as its message and the transaction goes on. What it noted for
 /// the counters and wake-ups is undone with it (see `shared::xact`).
+///
+/// A cancel, a statement or lock timeout, a shutdown or a lack of memory is no failure of `f`'s
+/// own: it is raised again as it came once the subtransaction is undone, and ends the statement
+/// with its own SQLSTATE (57014 for a cancel or a timeout), never turned into a refusal.
 pub fn in_subtransaction<T>(f: impl FnOnce() -> spi::Result<T>) -> Result<T, String> {
     // SAFETY: reads two backend globals, restored below: PostgreSQL's own subtransaction calls
     // switch both, and a caller's SPI connection and memory must survive the step.
@@ -94,8 +99,8 @@ pub fn in_subtransaction<T>(f: impl FnOnce() -> spi::Result<T>) -> Result<T, Str
     // SAFETY: called inside a transaction (every SQL function and reaper pass is); the matching
     // release or rollback follows on every path, since `PgTryBuilder` catches the errors.
     unsafe { pg_sys::BeginInternalSubTransaction(std::ptr::null()) };
-    let result = PgTryBuilder::new(AssertUnwindSafe(|| f().map_err(|e| e.to_string())))
-        .catch_others(|error| Err(describe(error)))
+    let result = PgTryBuilder::new(AssertUnwindSafe(|| f().map_err(|e| Failed::Message(e.to_string()))))
+        .catch_others(|error| Err(Failed::Caught(error)))
         .execute();
     // SAFETY: ends the subtransaction begun above (it is the current one: `f` ended any of its
     // own), then restores what PostgreSQL's subtransaction calls switched.
@@ -108,7 +113,31 @@ pub fn in_subtransaction<T>(f: impl FnOnce() -> spi::Result<T>) -> Result<T, Str
         pg_sys::MemoryContextSwitchTo(context);
         pg_sys::CurrentResourceOwner = owner;
     }
-    result
+    result.map_err(|failed| match failed {
+        Failed::Message(message) => message,
+        Failed::Caught(error) if not_ours(&error) => error.rethrow(),
+        Failed::Caught(error) => describe(error),
+    })
+}
+
+enum Failed {
+    Message(String),
+    Caught(CaughtError),
+}
+
+/// Whether a caught error comes from outside the step: an operator's intervention (a cancel, a
+/// timeout, a shutdown: class 57) or the server running short of something (class 53).
+pub fn not_ours(error: &CaughtError) -> bool {
+    let report = match error {
+        CaughtError::PostgresError(report)
+        | CaughtError::ErrorReport(report)
+        | CaughtError::RustPanic { ereport: report, .. } => report,
+    };
+    // An SQLSTATE's class is its first two characters: the low 12 bits of its code.
+    let class = report.sql_error_code() as i32 & 0xFFF;
+    [PgSqlErrorCode::ERRCODE_OPERATOR_INTERVENTION, PgSqlErrorCode::ERRCODE_INSUFFICIENT_RESOURCES]
+        .iter()
+        .any(|outside| *outside as i32 & 0xFFF == class)
 }
 
 /// The message of a caught error.

@@ -273,10 +273,11 @@ mod tests {
         let dedup_key = generic_plan(crate::api::redrive::DEDUP_KEY, "bigint", "1");
         assert_no_seq_scan(&dedup_key);
         assert_reads_index(&dedup_key, "jq_live_jobs_pkey");
-        // Refused calls look up their job's queue, to count the refusal.
-        let job_queue = generic_plan(include_str!("../../sql/queries/job_queue.sql"), "bigint[]", "ARRAY[1]");
-        assert_no_seq_scan(&job_queue);
-        assert_reads_index(&job_queue, "jq_live_jobs_pkey");
+        // A caller that is neither a superuser nor the owner has its jobs' queues looked up before
+        // a verb acts on them (rights::usable_jobs).
+        let job_queues = generic_plan(include_str!("../../sql/queries/job_queues_live.sql"), "bigint[]", "ARRAY[1]");
+        assert_no_seq_scan(&job_queues);
+        assert_reads_index(&job_queues, "jq_live_jobs_pkey");
         let by_id = [
             (
                 include_str!("../../sql/queries/complete.sql"),

@@ -31,7 +31,20 @@ macro_rules! columns {
     )*};
 }
 
-columns!(bool, i32, i64, f64, String, Interval, JsonB, TimestampWithTimeZone, Payload, Status, pg_sys::Oid);
+columns!(
+    bool,
+    i32,
+    i64,
+    f64,
+    String,
+    Vec<String>,
+    Interval,
+    JsonB,
+    TimestampWithTimeZone,
+    Payload,
+    Status,
+    pg_sys::Oid
+);
 
 /// A whole row, decoded column by column.
 pub trait FromRow: Sized {

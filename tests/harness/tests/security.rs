@@ -2,7 +2,7 @@
 //! the reaper, rights are per queue, and nothing one job, setting or role does stops the queue.
 
 use jq_harness::client::{connect_as, sqlstate};
-use jq_harness::{wait_until, Client, Cluster};
+use jq_harness::{text_rows, wait_until, Client, Cluster};
 
 const PRELOADED: [&str; 3] = [
     "shared_preload_libraries = 'pg_jobqueue'",
@@ -199,12 +199,14 @@ fn every_function_and_view_checks_the_callers_right_on_the_queue() {
         ("SELECT jq_enqueue('{q}', '{{}}')", "enqueue"),
         ("SELECT jq_enqueue_batch('{q}', ARRAY['{{}}'::jsonb])", "enqueue"),
         ("SELECT * FROM jq_claim('{q}', 'w2')", "consume"),
-        ("SELECT jq_heartbeat({running}, 'w', {token})", "consume"),
-        ("SELECT jq_complete({running}, 'w', {token})", "consume"),
-        ("SELECT * FROM jq_complete_batch(ARRAY[{running}::bigint], 'w', ARRAY[{token}::bigint])", "consume"),
-        ("SELECT jq_fail({running}, 'w', {token}, 'E')", "consume"),
-        ("SELECT jq_retry({dead})", "manage"),
-        ("SELECT jq_cancel({pending})", "manage"),
+        // A verb on a job of a queue the caller may not use answers as for an unknown job (false,
+        // no row): 1/0 makes that a refusal here.
+        ("SELECT 1/jq_heartbeat({running}, 'w', {token})::int", "consume"),
+        ("SELECT 1/jq_complete({running}, 'w', {token})::int", "consume"),
+        ("SELECT 1/count(*) FROM jq_complete_batch(ARRAY[{running}::bigint], 'w', ARRAY[{token}::bigint])", "consume"),
+        ("SELECT 1/jq_fail({running}, 'w', {token}, 'E')::int", "consume"),
+        ("SELECT 1/jq_retry({dead})::int", "manage"),
+        ("SELECT 1/jq_cancel({pending})::int", "manage"),
         ("SELECT jq_retry_dead('{q}')", "manage"),
         ("SELECT jq_purge_dead('{q}')", "manage"),
         ("SELECT jq_configure('{q}', '{{\"paused\": true}}')", "manage"),
@@ -273,6 +275,101 @@ fn every_function_and_view_checks_the_callers_right_on_the_queue() {
     for table in ["jq_jobs", "jq_queues", "jq_job_events", "jq_grants"] {
         assert_eq!(sqlstate(&mut consumer, &format!("SELECT * FROM {table}")).as_deref(), Some("42501"), "{table}");
     }
+}
+
+/// A call refused on another queue's job or schedule reads it, at most, and never locks or writes
+/// it: with the other queue's rows locked by a session that holds on, each refused call returns at
+/// once, answering as for a job or schedule that does not exist, and the rows are unchanged.
+#[test]
+fn refused_calls_touch_nothing_of_another_queue() {
+    let cluster = Cluster::start_with(&PRELOADED[..1]);
+    let mut owner = cluster.connect();
+    owner
+        .batch_execute(
+            "CREATE ROLE r_consume LOGIN; CREATE ROLE r_manage LOGIN;
+             SELECT jq_grant('r_consume', 'qa', 'consume'); SELECT jq_grant('r_manage', 'qa', 'manage');
+             SELECT jq_enqueue_batch('qb', array_fill('{}'::jsonb, ARRAY[3]));
+             SELECT jq_schedule('b-new-year', '0 0 1 1 *', 'qb', '{}');",
+        )
+        .unwrap();
+    let running = owner.query_one("SELECT id, lease_token FROM jq_claim('qb', 'w', '1 hour')", &[]).unwrap();
+    let (running, token): (i64, i64) = (running.get(0), running.get(1));
+    let dead = owner.query_one("SELECT id, lease_token FROM jq_claim('qb', 'w', '1 hour')", &[]).unwrap();
+    let dead_id: i64 = dead.get(0);
+    owner.query("SELECT jq_fail($1, 'w', $2, 'E', retryable => false)", &[&dead_id, &dead.get::<_, i64>(1)]).unwrap();
+    let pending: i64 =
+        owner.query_one("SELECT id FROM jq_jobs WHERE queue_name = 'qb' AND status = 'pending'", &[]).unwrap().get(0);
+    let before = text_rows(&mut owner, "SELECT j::text FROM jq_jobs j ORDER BY id");
+    let schedule_before = text_rows(&mut owner, "SELECT s::text FROM jq_schedule_specs s");
+
+    // Another session holds every row of queue qb locked.
+    let mut holder = cluster.connect();
+    holder
+        .batch_execute("BEGIN; SELECT * FROM jq_live_jobs FOR UPDATE; SELECT * FROM jq_schedule_specs FOR UPDATE;")
+        .unwrap();
+    let calls = [
+        ("r_consume", format!("SELECT jq_heartbeat({running}, 'w', {token})")),
+        ("r_consume", format!("SELECT jq_complete({running}, 'w', {token})")),
+        ("r_consume", format!("SELECT jq_fail({running}, 'w', {token}, 'E')")),
+        ("r_consume", format!("SELECT jq_progress({running}, 'w', {token}, '{{}}')")),
+        ("r_consume", format!("SELECT jq_snooze({running}, 'w', {token}, '1 s')")),
+        ("r_consume", format!("SELECT jq_progress_of({running}, 'w', {token}) IS NOT NULL")),
+        ("r_manage", format!("SELECT jq_cancel({pending})")),
+        ("r_manage", format!("SELECT jq_cancel({running})")),
+        ("r_manage", format!("SELECT jq_retry({dead_id})")),
+        ("r_manage", "SELECT jq_unschedule('b-new-year')".to_owned()),
+        ("r_manage", "SELECT jq_pause_schedule('b-new-year')".to_owned()),
+    ];
+    for (role, sql) in &calls {
+        let mut client = connect_as(&cluster, "postgres", role);
+        client.batch_execute("SET lock_timeout = '2s'").unwrap();
+        let answer: bool = client.query_one(sql.as_str(), &[]).unwrap_or_else(|e| panic!("{role}: {sql}: {e}")).get(0);
+        assert!(!answer, "{role}: {sql} acted on another queue");
+        // Exactly the answer for a job or schedule that does not exist.
+        let unknown = sql
+            .replace(&running.to_string(), "999999")
+            .replace(&pending.to_string(), "999999")
+            .replace(&dead_id.to_string(), "999999")
+            .replace("b-new-year", "no-such-schedule");
+        let unknown_answer: bool = client.query_one(unknown.as_str(), &[]).unwrap().get(0);
+        assert_eq!(answer, unknown_answer, "{role}: {sql} tells another queue's job from an unknown one");
+    }
+    // Replacing another queue's schedule is refused without naming its queue.
+    let mut manager = connect_as(&cluster, "postgres", "r_manage");
+    let refused = manager.batch_execute("SELECT jq_schedule('b-new-year', '* * * * *', 'qa', '{}')").unwrap_err();
+    assert_eq!(refused.code(), Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE));
+    assert!(!refused.to_string().contains("qb"), "the refusal names the other queue: {refused}");
+    holder.batch_execute("ROLLBACK").unwrap();
+    assert_eq!(text_rows(&mut owner, "SELECT j::text FROM jq_jobs j ORDER BY id"), before);
+    assert_eq!(text_rows(&mut owner, "SELECT s::text FROM jq_schedule_specs s"), schedule_before);
+}
+
+/// A waiting claim asks for its right on every look: one begun before a revocation claims nothing
+/// after it, and ends with 42501.
+#[test]
+fn a_waiting_claim_stops_at_a_revocation() {
+    let cluster = Cluster::start_with(&PRELOADED[..1]);
+    let mut owner = cluster.connect();
+    owner.batch_execute("CREATE ROLE r_consume LOGIN; SELECT jq_grant('r_consume', 'qa', 'consume');").unwrap();
+    let mut worker = connect_as(&cluster, "postgres", "r_consume");
+    worker.batch_execute("SET application_name = 'revoked-waiter'").unwrap();
+    let waiting = std::thread::spawn(move || {
+        worker.query("SELECT id FROM jq_claim('qa', 'w', wait => '60 s')", &[]).map(|rows| rows.len())
+    });
+    wait_until("the claim waits", || {
+        owner
+            .query_opt(
+                "SELECT 1 FROM pg_stat_activity WHERE application_name = 'revoked-waiter' AND wait_event_type = 'Extension'",
+                &[],
+            )
+            .unwrap()
+            .is_some()
+    });
+    owner.batch_execute("SELECT jq_revoke('r_consume', 'qa', 'consume'); SELECT jq_enqueue('qa', '{}');").unwrap();
+    let ended = waiting.join().unwrap();
+    let error = ended.expect_err("the claim went on after its right was revoked");
+    assert_eq!(error.code(), Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE), "{error}");
+    assert_eq!(text_rows(&mut owner, "SELECT status::text FROM jq_jobs"), vec!["pending".to_owned()]);
 }
 
 #[test]
@@ -431,7 +528,9 @@ fn the_reaper_runs_as_the_configured_role_and_waits_for_its_right() {
         "pg_jobqueue.reaper_role = 'reaper'",
         "pg_jobqueue.reaper_interval = 100",
     ]);
-    cluster.connect().batch_execute("CREATE ROLE reaper LOGIN").unwrap();
+    // Without USAGE on the extension's schema the role may not even name jq_reap: that too is
+    // logged once, not every pass.
+    cluster.connect().batch_execute("CREATE ROLE reaper LOGIN; REVOKE USAGE ON SCHEMA public FROM PUBLIC").unwrap();
     // The launcher looks for a role that did not exist at start only once a minute.
     cluster.crash_and_restart();
     let mut c = cluster.connect();
@@ -442,15 +541,60 @@ fn the_reaper_runs_as_the_configured_role_and_waits_for_its_right() {
     });
     c.batch_execute("SELECT jq_enqueue('q', '{}')").unwrap();
     let id: i64 = c.query_one("SELECT id FROM jq_claim('q', 'w', '100 ms')", &[]).unwrap().get(0);
-    wait_until("the reaper said it may not reap", || cluster.log().contains("may not EXECUTE jq_reap()"));
+    wait_until("the reaper said it may not reap", || cluster.log().contains("EXECUTE jq_reap()"));
     let status = |c: &mut Client| -> String {
         c.query_one("SELECT status::text FROM jq_jobs WHERE id = $1", &[&id]).unwrap().get(0)
     };
     assert_eq!(status(&mut c), "running", "a reaper without the right reaps nothing");
-    c.batch_execute("GRANT EXECUTE ON FUNCTION jq_reap(int), jq_prune(int) TO reaper").unwrap();
+    c.batch_execute(
+        "GRANT USAGE ON SCHEMA public TO reaper; GRANT EXECUTE ON FUNCTION jq_reap(int), jq_prune(int) TO reaper",
+    )
+    .unwrap();
     // It looks again within a minute.
     jq_harness::wait_until_within("the reaper reaped once it may", std::time::Duration::from_secs(90), || {
         status(&mut c) == "pending"
     });
-    assert_eq!(cluster.log().matches("may not EXECUTE jq_reap()").count(), 1, "logged once");
+    let log = cluster.log();
+    assert_eq!(log.matches("EXECUTE jq_reap()").count(), 1, "logged once:\n{log}");
+    assert!(!log.contains("pass failed"), "a pass failed for want of a right:\n{log}");
+}
+
+/// A dropped role's rights go with the next prune (the worker's, or jq_prune), so that a role made
+/// later with the same oid inherits nothing.
+#[test]
+fn a_dropped_roles_rights_are_forgotten() {
+    let cluster = Cluster::start();
+    let mut c = cluster.connect();
+    c.batch_execute(
+        "CREATE ROLE gone; CREATE ROLE kept;
+         SELECT jq_grant('gone', 'q', 'consume'); SELECT jq_grant('kept', 'q', 'consume');
+         DROP OWNED BY gone; DROP ROLE gone; SELECT jq_prune();",
+    )
+    .unwrap();
+    assert_eq!(text_rows(&mut c, "SELECT role::text FROM jq_grants"), vec!["kept".to_owned()]);
+}
+
+/// A cancel or a timeout ends the statement with 57014, also where the statement runs a step in a
+/// subtransaction of its own (a setting's change, the reaper's row-by-row fallback): neither turns
+/// it into a refusal nor goes on with the next step.
+#[test]
+fn cancels_and_timeouts_end_the_statement_with_57014() {
+    let cluster = Cluster::start();
+    let mut c = cluster.connect();
+    c.batch_execute("SELECT jq_configure('q', '{}'); SELECT jq_enqueue('q', '{}')").unwrap();
+    let mut holder = cluster.connect();
+    holder.batch_execute("BEGIN; SELECT * FROM jq_queues FOR UPDATE").unwrap();
+    c.batch_execute("SET statement_timeout = '200ms'").unwrap();
+    assert_eq!(sqlstate(&mut c, "SELECT jq_configure('q', '{\"max_attempts\": 3}')").as_deref(), Some("57014"));
+    holder.batch_execute("ROLLBACK; BEGIN; LOCK TABLE jq_live_jobs IN ACCESS EXCLUSIVE MODE").unwrap();
+    let started = std::time::Instant::now();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        holder.batch_execute("ROLLBACK").unwrap();
+    });
+    assert_eq!(sqlstate(&mut c, "SELECT jq_reap()").as_deref(), Some("57014"));
+    eprintln!("jq_reap ended after {:?}", started.elapsed());
+    release.join().unwrap();
+    c.batch_execute("RESET statement_timeout").unwrap();
+    assert_eq!(text_rows(&mut c, "SELECT max_attempts::text FROM jq_queues"), vec!["8".to_owned()]);
 }

@@ -152,3 +152,12 @@ SELECT jq_configure('fresh', '{"max_attempts": 0}');
 -- Nothing changed: 'cfg' keeps max_attempts 3 and no concurrency_limit, and no queue was added.
 SELECT queue_name, max_attempts, concurrency_limit, paused, retention, default_lease
 FROM jq_queues ORDER BY queue_name;
+
+-- A settings value nested however deep is read by the server, and refused with 22023 like any
+-- other bad value: an array for a setting, or no object at all.
+SELECT jq_configure('emails', ('{"max_attempts": ' || repeat('[', 127) || repeat(']', 127) || '}')::jsonb);
+\echo :SQLSTATE
+SELECT jq_configure('emails', (repeat('[', 127) || repeat(']', 127))::jsonb);
+\echo :SQLSTATE
+SELECT jq_configure_key('emails', 'k', ('{"weight": ' || repeat('{"a": ', 127) || '1' || repeat('}', 127) || '}')::jsonb);
+\echo :SQLSTATE

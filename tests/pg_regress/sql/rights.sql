@@ -3,7 +3,8 @@
 -- 42501 for a call without the right, which changes nothing. A role with no grant has no EXECUTE
 -- on any function (revoked from PUBLIC): PostgreSQL refuses the call before the function runs. A
 -- role with EXECUTE but no right on the queue is refused by the function, whether or not the job id
--- and token it gave were right.
+-- and token it gave were right; a verb that names a job of a queue the caller may not use answers
+-- as for a job that does not exist (false, no row), so it learns nothing of other queues' jobs.
 \set SHOW_CONTEXT never
 -- Start from empty tables, no grants, and job ids from 1, whatever the files before this one left.
 TRUNCATE jq_job_events, jq_live_jobs, jq_job_history, jq_queues;
@@ -176,9 +177,23 @@ SELECT count(*) FROM jq_managed_jobs;
 \echo :SQLSTATE
 RESET ROLE;
 
--- A consumer of 'emails' can neither claim, heartbeat, complete nor fail a 'payroll' job: 42501
--- naming the right and the queue, with the right id and token as with a wrong one. It has no
--- EXECUTE on what its privilege does not use. Its own queue it may claim.
+-- A role given EXECUTE by hand but no right on any queue: 42501 for a job of any queue and for one
+-- that does not exist alike, naming no queue.
+GRANT EXECUTE ON FUNCTION jq_complete(bigint, text, bigint, jsonb), jq_cancel(bigint) TO regress_jq_stranger;
+SET ROLE regress_jq_stranger;
+SELECT jq_complete(1, 'w', 1);
+\echo :SQLSTATE
+SELECT jq_complete(999, 'w', 1);
+\echo :SQLSTATE
+SELECT jq_cancel(2);
+\echo :SQLSTATE
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION jq_complete(bigint, text, bigint, jsonb), jq_cancel(bigint) FROM regress_jq_stranger;
+
+-- A consumer of 'emails' can neither claim, heartbeat, complete nor fail a 'payroll' job: the claim
+-- is refused with 42501 naming the right and the queue; the verbs on the job answer false as for a
+-- job that does not exist (job 999), with the right id and token as with a wrong one, and change
+-- nothing. It has no EXECUTE on what its privilege does not use. Its own queue it may claim.
 SET ROLE regress_jq_worker;
 SELECT jq_has_right('emails', 'consume') AS emails_consume, jq_has_right('payroll', 'consume') AS payroll_consume,
        jq_has_right('emails', 'enqueue') AS emails_enqueue;
@@ -194,6 +209,9 @@ SELECT jq_complete_batch(ARRAY[1]::bigint[], 'w', ARRAY[1]::bigint[]);
 \echo :SQLSTATE
 SELECT jq_fail(1, 'w', 1, 'E');
 \echo :SQLSTATE
+SELECT jq_complete(999, 'w', 1) AS no_such_job;
+SELECT jq_progress_of(1, 'w', 1) IS NULL AS right_token_no_progress, jq_progress_of(1, 'w', 2) IS NULL AS wrong_token_no_progress;
+SELECT count(*) AS payroll_result_rows FROM jq_result(1);
 SELECT jq_enqueue('emails', '{}');
 \echo :SQLSTATE
 SELECT jq_cancel(2);
