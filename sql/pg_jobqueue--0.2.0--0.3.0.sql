@@ -883,11 +883,14 @@ BEGIN
             EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM %s', f.signature, role);
         END IF;
     END LOOP;
+    -- USAGE on the schema is jq_grant's to give and jq_revoke's to take back with the last right
+    -- (README, "Security"); the event trigger below takes it back when the extension is dropped.
     IF holds_any THEN
         EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@'::regnamespace, role);
         EXECUTE pg_catalog.format('GRANT SELECT ON jq_queue_stats, jq_queue_health TO %s', role);
     ELSE
         EXECUTE pg_catalog.format('REVOKE SELECT ON jq_queue_stats, jq_queue_health FROM %s', role);
+        EXECUTE pg_catalog.format('REVOKE USAGE ON SCHEMA %s FROM %s', '@extschema@'::regnamespace, role);
     END IF;
     IF EXISTS (SELECT 1 FROM jq_grants g
                WHERE g.role::oid OPERATOR(pg_catalog.=) jq_sync_function_rights.role::oid
@@ -959,6 +962,18 @@ $$;
 REVOKE ALL ON FUNCTION jq_privilege_functions(), jq_sync_function_rights(regrole),
                        jq_check_grant_arguments(regrole, text, text),
                        jq_grant(regrole, text, text), jq_revoke(regrole, text, text) FROM PUBLIC;
+
+-- The schema outlives the extension (one the DBA made for it, or public): at DROP EXTENSION, take
+-- back the USAGE on it that jq_grant gave and pg_monitor got below (src/api/rights.rs). An event
+-- trigger that fires at the start of DROP EXTENSION only, and returns at once for any other.
+CREATE FUNCTION jq_extension_dropped() RETURNS event_trigger
+LANGUAGE c
+SET search_path = pg_catalog, @extschema@, pg_temp
+AS 'MODULE_PATHNAME', 'jq_extension_dropped';
+REVOKE ALL ON FUNCTION jq_extension_dropped() FROM PUBLIC;
+CREATE EVENT TRIGGER jq_extension_dropped ON ddl_command_start
+    WHEN TAG IN ('DROP EXTENSION')
+    EXECUTE FUNCTION jq_extension_dropped();
 
 -- Monitoring: members of the built-in pg_monitor role read every queue's figures (the views,
 -- jq_metrics and the counters) and gain nothing else.

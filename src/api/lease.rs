@@ -139,7 +139,7 @@ fn jq_complete_batch(
     let (ids, tokens, results) = match rights::usable_jobs(&job_ids, &CONSUMERS, Jobs::Live) {
         None => (job_ids, lease_tokens, results),
         Some(usable) => {
-            let usable: Vec<i64> = usable.into_iter().map(|(id, _)| id).collect();
+            let usable: std::collections::HashSet<i64> = usable.into_iter().map(|(id, _)| id).collect();
             let keep: Vec<usize> = (0..job_ids.len()).filter(|i| usable.contains(&job_ids[*i])).collect();
             (
                 keep.iter().map(|i| job_ids[*i]).collect(),

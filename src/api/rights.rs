@@ -6,7 +6,9 @@
 use pgrx::prelude::*;
 
 use crate::rights::{self, Privilege};
-use crate::{error, input};
+use crate::{db, error, input};
+
+const SCHEMA_USAGE_RELEASE: &str = include_str!("../../sql/queries/schema_usage_release.sql");
 
 /// The statement trigger on jq_grants: tell every session (this one included, at the end of the
 /// command) to drop its cached answers once this transaction commits.
@@ -36,6 +38,53 @@ fn jq_has_right(queue_name: Option<&str>, privilege: Option<&str>) -> bool {
     let queue_name = input::queue_name(queue_name);
     let privilege = parse_privilege(privilege);
     rights::holds(rights::caller(), queue_name, privilege)
+}
+
+/// The event trigger `jq_extension_dropped` (`sql/schema/rights.sql`), at the start of every
+/// `DROP EXTENSION` of the database: when pg_jobqueue is among the extensions dropped, it takes back
+/// the USAGE on the extension's schema that jq_grant gave and the install gave pg_monitor, which
+/// would otherwise outlive the extension in a schema that stays. Its search_path is pinned in its
+/// definition, as every function's is.
+#[pg_guard]
+#[no_mangle]
+pub unsafe extern "C-unwind" fn jq_extension_dropped(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: PostgreSQL calls an event trigger function with an EventTriggerData as its context
+    // (checked by tag before the cast); a DROP's parse tree is a DropStmt, whose objects for
+    // DROP EXTENSION are String nodes; both live for the whole call.
+    let dropped = unsafe {
+        let context = (*fcinfo).context;
+        if context.is_null() || !pgrx::is_a(context, pg_sys::NodeTag::T_EventTriggerData) {
+            error!("jq_extension_dropped runs only as an event trigger");
+        }
+        let tree = (*context.cast::<pg_sys::EventTriggerData>()).parsetree;
+        pgrx::is_a(tree, pg_sys::NodeTag::T_DropStmt) && {
+            let drop = tree.cast::<pg_sys::DropStmt>();
+            (*drop).removeType == pg_sys::ObjectType::OBJECT_EXTENSION
+                && pgrx::PgList::<pg_sys::Node>::from_pg((*drop).objects).iter_ptr().any(|name| {
+                    pgrx::is_a(name, pg_sys::NodeTag::T_String)
+                        && std::ffi::CStr::from_ptr((*name.cast::<pg_sys::String>()).sval) == c"pg_jobqueue"
+                })
+        }
+    };
+    if dropped {
+        rights::as_owner(|| {
+            let statements = db::read_only_rows::<(String,)>(SCHEMA_USAGE_RELEASE, &[])?;
+            for (statement,) in statements {
+                db::rows_planned_per_call::<()>(&statement, &[])?;
+            }
+            Ok::<(), pgrx::spi::Error>(())
+        })
+        .expect("the schema's USAGE is taken back");
+    }
+    pg_sys::Datum::from(0)
+}
+
+/// The version-1 calling convention of `jq_extension_dropped`, which PostgreSQL asks for before it
+/// calls a C function.
+#[no_mangle]
+pub extern "C" fn pg_finfo_jq_extension_dropped() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
 }
 
 fn parse_privilege(value: Option<&str>) -> Privilege {

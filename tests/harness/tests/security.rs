@@ -559,6 +559,33 @@ fn the_reaper_runs_as_the_configured_role_and_waits_for_its_right() {
     assert!(!log.contains("pass failed"), "a pass failed for want of a right:\n{log}");
 }
 
+/// USAGE on the extension's schema, which jq_grant gives, goes with the role's last right and with
+/// the extension itself: the schema (here one made for it) outlives both.
+#[test]
+fn schema_usage_goes_with_the_last_right_and_with_the_extension() {
+    let cluster = Cluster::start_without_extension(&[]);
+    let mut c = cluster.connect();
+    c.batch_execute("CREATE SCHEMA jobqueue; CREATE EXTENSION pg_jobqueue SCHEMA jobqueue; CREATE ROLE app").unwrap();
+    let usage = |c: &mut Client, role: &str| -> bool {
+        c.query_one("SELECT has_schema_privilege($1, 'jobqueue', 'USAGE')", &[&role]).unwrap().get(0)
+    };
+    c.batch_execute("SELECT jobqueue.jq_grant('app', 'q', 'consume'); SELECT jobqueue.jq_grant('app', 'r', 'enqueue')")
+        .unwrap();
+    assert!(usage(&mut c, "app"));
+    c.batch_execute("SELECT jobqueue.jq_revoke('app', 'q', 'consume')").unwrap();
+    assert!(usage(&mut c, "app"), "taken back while a right is left");
+    c.batch_execute("SELECT jobqueue.jq_revoke('app', 'r', 'enqueue')").unwrap();
+    assert!(!usage(&mut c, "app"), "kept after the last right was revoked");
+    c.batch_execute("SELECT jobqueue.jq_grant('app', 'q', 'consume')").unwrap();
+    assert!(usage(&mut c, "app") && usage(&mut c, "pg_monitor"));
+    // Another extension's DROP leaves everything as it was.
+    c.batch_execute("CREATE EXTENSION pg_stat_statements; DROP EXTENSION pg_stat_statements").unwrap();
+    assert!(usage(&mut c, "app") && usage(&mut c, "pg_monitor"));
+    c.batch_execute("DROP EXTENSION pg_jobqueue").unwrap();
+    assert!(!usage(&mut c, "app"), "app kept USAGE on the schema after DROP EXTENSION");
+    assert!(!usage(&mut c, "pg_monitor"), "pg_monitor kept USAGE on the schema after DROP EXTENSION");
+}
+
 /// A dropped role's rights go with the next prune (the worker's, or jq_prune), so that a role made
 /// later with the same oid inherits nothing.
 #[test]
