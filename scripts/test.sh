@@ -139,16 +139,23 @@ lint() {
   scripts/lint.sh 2>&1 | tee -a "$log"
 }
 
+# Runs one layer and says how long it took (DEVELOPMENT.md, "Test layers", lists what each costs).
+timed() {
+  local layer_started=$SECONDS
+  "$1"
+  echo "== layer $1 took $((SECONDS - layer_started)) s"
+}
+
 case "$layer" in
-  lint) lint ;;
-  unit) unit ;;
-  integration) integration ;;
-  cluster) cluster ;;
-  package) package ;;
-  readme) readme ;;
-  regress) regress ;;
-  isolation) isolation ;;
-  all) lint; unit; regress; isolation; readme; integration; package ;;
+  lint) timed lint ;;
+  unit) timed unit ;;
+  integration) timed integration ;;
+  cluster) timed cluster ;;
+  package) timed package ;;
+  readme) timed readme ;;
+  regress) timed regress ;;
+  isolation) timed isolation ;;
+  all) timed lint; timed unit; timed regress; timed isolation; timed readme; timed integration; timed package ;;
   *) echo "usage: test.sh lint|unit|regress|isolation|readme|integration|cluster|package|all" >&2; exit 2 ;;
 esac
 # One closing line for every layer together, summed from cargo's per-binary results.
