@@ -144,7 +144,7 @@ fn jq_complete_batch(
             (
                 keep.iter().map(|i| job_ids[*i]).collect(),
                 keep.iter().map(|i| lease_tokens[*i]).collect(),
-                results.map(|results| keep.iter().map(|i| results[*i].clone()).collect()),
+                results.map(|results| keep.iter().map(|i| results[*i]).collect()),
             )
         }
     };

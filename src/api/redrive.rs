@@ -32,12 +32,12 @@ fn jq_retry(job_id: Option<i64>) -> spi::Result<bool> {
     rights::as_owner(|| {
         db::connect(|db| {
             // A key another live job holds: refused with that job named.
-            if let Some((queue_name, key)) = db.rows::<(String, Option<String>)>(DEDUP_KEY, &[job_id.into()])?.pop() {
-                if let Some(key) = key {
-                    let args = [queue_name.as_str().into(), key.as_str().into()];
-                    if let Some(holder) = db.first::<i64>(super::enqueue::LIVE_HOLDER_OF_KEY, &args)? {
-                        error::dedup_key_held(job_id, &key, holder, &queue_name);
-                    }
+            if let Some((queue_name, Some(key))) =
+                db.rows::<(String, Option<String>)>(DEDUP_KEY, &[job_id.into()])?.pop()
+            {
+                let args = [queue_name.as_str().into(), key.as_str().into()];
+                if let Some(holder) = db.first::<i64>(super::enqueue::LIVE_HOLDER_OF_KEY, &args)? {
+                    error::dedup_key_held(job_id, &key, holder, &queue_name);
                 }
             }
             let Some((_, queue_name)) = db.rows::<(i64, String)>(RETRY, &[job_id.into(), now.into()])?.pop() else {

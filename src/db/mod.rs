@@ -100,7 +100,7 @@ pub fn in_subtransaction<T>(f: impl FnOnce() -> spi::Result<T>) -> Result<T, Str
     // release or rollback follows on every path, since `PgTryBuilder` catches the errors.
     unsafe { pg_sys::BeginInternalSubTransaction(std::ptr::null()) };
     let result = PgTryBuilder::new(AssertUnwindSafe(|| f().map_err(|e| Failed::Message(e.to_string()))))
-        .catch_others(|error| Err(Failed::Caught(error)))
+        .catch_others(|error| Err(Failed::Caught(Box::new(error))))
         .execute();
     // SAFETY: ends the subtransaction begun above (it is the current one: `f` ended any of its
     // own), then restores what PostgreSQL's subtransaction calls switched.
@@ -116,13 +116,13 @@ pub fn in_subtransaction<T>(f: impl FnOnce() -> spi::Result<T>) -> Result<T, Str
     result.map_err(|failed| match failed {
         Failed::Message(message) => message,
         Failed::Caught(error) if not_ours(&error) => error.rethrow(),
-        Failed::Caught(error) => describe(error),
+        Failed::Caught(error) => describe(*error),
     })
 }
 
 enum Failed {
     Message(String),
-    Caught(CaughtError),
+    Caught(Box<CaughtError>),
 }
 
 /// Whether a caught error comes from outside the step: an operator's intervention (a cancel, a
