@@ -87,31 +87,18 @@ pub fn require(queue_name: &str, privilege: Privilege) {
     }
 }
 
-/// Where a verb looks for the jobs it names: the live table only (the verbs that change a job), or
-/// the history as well (the verbs that read a job's outcome).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Jobs {
-    Live,
-    LiveOrFinished,
-}
-
 /// The jobs of `job_ids`, each with its queue, on which the caller holds one of `privileges`,
 /// found before the verb touches, locks or writes any of them; None for a caller that holds every
 /// right (a superuser or the owner), for whom nothing is looked up. A job of a queue the caller may
 /// not use is left out exactly as a job that does not exist is, so a refusal tells nothing of
 /// another queue's jobs (not even that they exist); the verb then answers as for an unknown job. A
 /// caller that holds none of `privileges` on any queue is refused with 42501 whatever it names.
-pub fn usable_jobs(job_ids: &[i64], privileges: &[Privilege], jobs: Jobs) -> Option<Vec<(i64, String)>> {
+pub fn usable_jobs(job_ids: &[i64], privileges: &[Privilege]) -> Option<Vec<(i64, String)>> {
     let role = caller();
     if !enforced() || holds_all(role) {
         return None;
     }
-    let sql = match jobs {
-        Jobs::Live => LIVE_JOBS_QUEUES,
-        Jobs::LiveOrFinished => JOBS_QUEUES,
-    };
-    let found = as_owner(|| db::connect(|db| db.rows::<(i64, String)>(sql, &[job_ids.to_vec().into()])))
-        .expect("the jobs' queues are readable");
+    let found = as_owner(|| db::connect(|db| queues_of(db, job_ids))).expect("the jobs' queues are readable");
     let usable: Vec<(i64, String)> = found
         .into_iter()
         .filter(|(_, queue_name)| privileges.iter().any(|privilege| holds(role, queue_name, *privilege)))
@@ -121,6 +108,18 @@ pub fn usable_jobs(job_ids: &[i64], privileges: &[Privilege], jobs: Jobs) -> Opt
         refuse_unless_held_anywhere(role, privileges);
     }
     Some(usable)
+}
+
+/// The queues of the jobs: in the live table first, by its primary key (where the jobs a verb acts
+/// on are), then in the history as well for those not found there (a finished job, which the verbs
+/// answer and count as they would for the owner).
+fn queues_of(db: &mut db::Session, job_ids: &[i64]) -> pgrx::spi::Result<Vec<(i64, String)>> {
+    let mut found = db.rows::<(i64, String)>(LIVE_JOBS_QUEUES, &[job_ids.to_vec().into()])?;
+    if found.len() < job_ids.len() {
+        let missing: Vec<i64> = job_ids.iter().copied().filter(|id| !found.iter().any(|(f, _)| f == id)).collect();
+        found.extend(db.rows::<(i64, String)>(JOBS_QUEUES, &[missing.into()])?);
+    }
+    Ok(found)
 }
 
 /// Whether the caller holds one of `privileges` on `queue_name`, for a verb that names something

@@ -12,7 +12,7 @@ use pgrx::spi;
 
 use crate::db::{self, clock, payload::Payload, Session};
 use crate::input;
-use crate::rights::{self, Jobs, Privilege};
+use crate::rights::{self, Privilege};
 use crate::shared::counters::{self, Counter};
 use crate::shared::finish;
 use crate::shared::front::{self, Key};
@@ -26,18 +26,19 @@ const FAIL: &str = include_str!("../../sql/queries/fail.sql");
 /// The privileges of the lease holder's verbs, for `rights::usable_jobs`.
 pub(super) const CONSUMERS: [Privilege; 1] = [Privilege::Consume];
 
-const LIVE_JOBS_QUEUES: &str = include_str!("../../sql/queries/job_queues_live.sql");
+const JOBS_QUEUES: &str = include_str!("../../sql/queries/job_queues_any.sql");
 
 /// Whether the caller may consume the job: false for a job of a queue it may not consume, which is
 /// answered as an unknown job (see `rights::usable_jobs`).
 pub(super) fn consumable(job_id: i64) -> bool {
-    rights::usable_jobs(&[job_id], &CONSUMERS, Jobs::Live).is_none_or(|usable| !usable.is_empty())
+    rights::usable_jobs(&[job_id], &CONSUMERS).is_none_or(|usable| !usable.is_empty())
 }
 
-/// Counts a refused call against its job's queue (a job that does not exist counts nowhere).
-/// Refusals are rare, so the lookup costs the hot path nothing.
+/// Counts a refused call against its job's queue, live or finished (a second completion finds its
+/// job in the history; a job that does not exist counts nowhere). Refusals are rare, so the lookup
+/// costs the hot path nothing.
 pub(super) fn count_refused(db: &mut Session, job_ids: Vec<i64>, counter: Counter) -> spi::Result<()> {
-    for (_, queue_name) in db.rows::<(i64, String)>(LIVE_JOBS_QUEUES, &[job_ids.into()])? {
+    for (_, queue_name) in db.rows::<(i64, String)>(JOBS_QUEUES, &[job_ids.into()])? {
         counters::count(&queue_name, counter);
     }
     Ok(())
@@ -136,7 +137,7 @@ fn jq_complete_batch(
     let results = input::results(results, &job_ids);
     let now = clock::now();
     // Only the jobs the caller may consume go into the statement, each with its token and result.
-    let (ids, tokens, results) = match rights::usable_jobs(&job_ids, &CONSUMERS, Jobs::Live) {
+    let (ids, tokens, results) = match rights::usable_jobs(&job_ids, &CONSUMERS) {
         None => (job_ids, lease_tokens, results),
         Some(usable) => {
             let usable: std::collections::HashSet<i64> = usable.into_iter().map(|(id, _)| id).collect();

@@ -10,7 +10,7 @@ use pgrx::spi;
 use crate::db::{self, clock};
 use crate::error;
 use crate::input;
-use crate::rights::{self, Jobs, Privilege};
+use crate::rights::{self, Privilege};
 use crate::shared::counters::{self, Counter};
 use crate::shared::{finish, front};
 
@@ -77,7 +77,7 @@ fn jq_cancel(job_id: Option<i64>) -> spi::Result<bool> {
 /// Whether the caller may manage the job's queue: false for a job of a queue it may not manage,
 /// which is answered as a job that does not exist.
 fn manageable(job_id: i64) -> bool {
-    rights::usable_jobs(&[job_id], &[Privilege::Manage], Jobs::Live).is_none_or(|usable| !usable.is_empty())
+    rights::usable_jobs(&[job_id], &[Privilege::Manage]).is_none_or(|usable| !usable.is_empty())
 }
 
 /// Re-drives up to `max_jobs` dead jobs of a queue, optionally only those whose last error code is

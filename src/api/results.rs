@@ -12,7 +12,7 @@ use pgrx::spi;
 
 use super::wait;
 use crate::db::{self, clock, payload::Payload, status::Status};
-use crate::rights::{self, Jobs, Privilege};
+use crate::rights::{self, Privilege};
 use crate::shared::{finish, wake};
 use crate::{guc, input};
 
@@ -116,7 +116,7 @@ fn jq_await(
 /// Whether the caller may read the job's outcome: false for a job of a queue on which it holds none
 /// of the readers' rights, which is answered as a job that does not exist.
 fn readable(job_id: i64) -> bool {
-    rights::usable_jobs(&[job_id], &READERS, Jobs::LiveOrFinished).is_none_or(|usable| !usable.is_empty())
+    rights::usable_jobs(&[job_id], &READERS).is_none_or(|usable| !usable.is_empty())
 }
 
 /// The job's row now, in a fresh snapshot (READ COMMITTED).
