@@ -10,6 +10,7 @@ use pgrx::spi;
 use crate::db;
 use crate::shared::counters::{self, Counter, LatencySnapshot, QueueSnapshot};
 use crate::shared::histogram::{bucket_upper, BUCKETS};
+use crate::shared::queue_key::{self, Table};
 
 const GAUGES: &str = include_str!("../../sql/queries/metrics_gauges.sql");
 const HELD: &str = include_str!("../../sql/queries/metrics_held.sql");
@@ -141,6 +142,20 @@ fn counter_families(out: &mut String) {
                 "jq_stats_reset_timestamp_seconds{{queue=\"{}\"}} {}",
                 escape(queue_label(q)),
                 unix_seconds(q.counted_since)
+            );
+        }
+        header(
+            out,
+            "jq_shared_slots_refused_total",
+            "counter",
+            "Queues of this database that found no entry of their own in a shared-memory table, once per session and queue: counters (counted under queue \"*\"), claim_fronts (claims walk from the queue's start), listeners (a LISTEN past the session's limit, which switches no NOTIFY on).",
+        );
+        for table in Table::ALL {
+            let _ = writeln!(
+                out,
+                "jq_shared_slots_refused_total{{table=\"{}\"}} {}",
+                table.label(),
+                queue_key::refusals(table)
             );
         }
     }

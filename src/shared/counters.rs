@@ -5,11 +5,24 @@
 //! additions. A transaction that rolls back counts nothing and takes no entry, and neither does a
 //! savepoint or exception block that rolls back, so the counters tell what committed.
 //!
-//! The queue table is a fixed array of `pg_jobqueue.stats_max_queues` entries, each for one queue
-//! of one database (queues of the same name in two databases are two queues), filled on first use
-//! and never shrunk; entries are found by hash and claimed with a
-//! compare-and-swap, so not even that takes a lock. Once it is full, a database's further queues
-//! are counted together under queue "*" while an entry for that is left, and not at all after.
+//! The queue table is a fixed array of `pg_jobqueue.stats_max_queues` entries for the whole
+//! server, each for one queue of one database (its database and full name are stored in it, so
+//! queues of the same name in two databases are two queues), taken on first use and never given
+//! back. Entries are found by probing from the queue's hash without a lock; taking one takes a
+//! lock, once per queue.
+//!
+//! Who takes an entry: the role whose committed work first counts the queue (`rights::caller`), by
+//! the share rule of `queue_key`: a role takes one only while it holds fewer of the table's entries
+//! (in its database) than are free, and a database only while it holds fewer than twice as many.
+//! So a role that may create queue names (an enqueue or consume right on a pattern) fills at most
+//! half of what others left, and whatever it does, another role or database finds an entry while
+//! any is free. A background worker (the reaper) never takes one: what it counts goes to the
+//! queue's entry if the queue has one, so that nobody can make it take entries for them.
+//!
+//! A queue refused an entry (the table full, or its role or database at its share) is counted with
+//! its database's other such queues under queue "*" (an entry that needs no share, while one is
+//! free), and not at all after; the first refusal of each database is logged, and every refusal
+//! is counted in `jq_metrics()` (`queue_key`, "Refusals").
 //!
 //! Latency is kept twice in the same fine histogram (see `histogram`): once since the last reset,
 //! for the Prometheus histogram, and once per minute in a ring of six, for percentiles over the last
@@ -22,7 +35,8 @@ use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use pgrx::pg_sys;
 
 use super::histogram::{bucket_of, quantile, BUCKETS};
-use super::{queue_key, xact};
+use super::queue_key::{self, Table};
+use super::xact;
 use crate::guc;
 
 /// Defines the counters once: each with its column and metric name and its help text. Adding a
@@ -125,6 +139,8 @@ struct Entry {
     state: AtomicU32,
     /// The database of the queue, written with the name.
     database: UnsafeCell<u32>,
+    /// The role the entry is charged to in the share rule, written with the name; 0 for "*".
+    role: UnsafeCell<u32>,
     name: Label<NAME_BYTES>,
     /// When this entry was last reset, as a TimestampTz; 0: never (counted since the server started).
     reset_at: AtomicI64,
@@ -139,6 +155,10 @@ struct Entry {
 #[repr(C, align(8))]
 struct Header {
     capacity: u32,
+    /// Held while an entry is taken: by one process at a time, for a scan of the table.
+    lock: AtomicU32,
+    /// Entries taken so far: a session's refusal stands until this moves.
+    taken: AtomicU32,
 }
 
 static mut HEADER: *mut Header = std::ptr::null_mut();
@@ -175,9 +195,14 @@ fn attached() -> bool {
     !unsafe { HEADER }.is_null()
 }
 
+fn header() -> &'static Header {
+    // SAFETY: only called once attached; the header is written before the pointer, and lives as
+    // long as the server.
+    unsafe { &*HEADER }
+}
+
 fn capacity() -> usize {
-    // SAFETY: only called once attached; the header is written before the pointer.
-    unsafe { (*HEADER).capacity as usize }
+    header().capacity as usize
 }
 
 fn entry(index: usize) -> &'static Entry {
@@ -186,45 +211,139 @@ fn entry(index: usize) -> &'static Entry {
     unsafe { &*ENTRIES.add(index) }
 }
 
-/// The entry of a queue of this database, claimed on first use; the database's "*" entry when the
-/// table is full, and None when even that could not be had.
-fn entry_index(queue_name: &str) -> Option<usize> {
-    if let Some(index) = CACHE.with(|cache| cache.borrow().get(queue_name).copied()) {
-        return index;
+/// The entry that counts a queue of this database for `role`'s work: the queue's own, taken on
+/// first use if the share rule allows; else the database's "*" entry; None when even that could
+/// not be had. Only at commit: a refusal is logged and counted.
+fn entry_index(queue_name: &str, role: u32) -> Option<usize> {
+    let taken = header().taken.load(Ordering::SeqCst);
+    let cached = CACHE.with(|cache| cache.borrow().get(queue_name).copied());
+    let known = match cached {
+        Some(Cached::Own(index)) => return Some(index),
+        // Shares only shrink as entries are taken, and none is given back, so a refusal stands;
+        // but the queue's own entry, or "*", may have been taken since (by another role).
+        Some(Cached::Refused { role: refused, fallback, taken: then }) if refused == role => {
+            if then == taken {
+                return fallback;
+            }
+            Some(fallback)
+        }
+        _ => None,
+    };
+    let own = find(queue_name).or_else(|| if taker() && known.is_none() { take(queue_name, role, true) } else { None });
+    let cached = match own {
+        Some(index) => Cached::Own(index),
+        None => {
+            let fallback = known.flatten().or_else(|| find(OTHER_QUEUES)).or_else(|| take(OTHER_QUEUES, 0, false));
+            if taker() && known.is_none() {
+                let capacity = capacity();
+                queue_key::refused(Table::Counters, || {
+                    format!(
+                        "pg_jobqueue: queue \"{queue_name}\" gets no counters of its own: the {capacity} entries of \
+                         pg_jobqueue.stats_max_queues are taken, or its role or database holds its share of them; \
+                         it is counted under queue \"*\" (further such queues of this database are only counted, in \
+                         jq_shared_slots_refused_total)"
+                    )
+                });
+            }
+            Cached::Refused { role, fallback, taken }
+        }
+    };
+    CACHE.with(|cache| cache.borrow_mut().insert(queue_name.to_owned(), cached));
+    match cached {
+        Cached::Own(index) => Some(index),
+        Cached::Refused { fallback, .. } => fallback,
     }
-    let found = find_or_claim(queue_name).or_else(|| find_or_claim(OTHER_QUEUES));
-    CACHE.with(|cache| cache.borrow_mut().insert(queue_name.to_owned(), found));
-    found
 }
 
-/// The label of the entry that counts a database's queues beyond the table's capacity (not a valid
-/// queue name, so it cannot be mistaken for one).
+/// Whether this process takes entries: not a background worker (see the module's doc).
+fn taker() -> bool {
+    // SAFETY: a flag set once when the process starts.
+    !unsafe { pg_sys::IsBackgroundWorker }
+}
+
+/// The label of the entry that counts a database's queues refused an entry of their own (not a
+/// valid queue name, so it cannot be mistaken for one).
 pub const OTHER_QUEUES: &str = "*";
 
-fn find_or_claim(queue_name: &str) -> Option<usize> {
+/// The entry of a queue of this database, if it has one. Without a lock: an entry is taken at the
+/// first free one of its probe sequence (under the lock) and never freed, so a free entry ends the
+/// search.
+fn find(queue_name: &str) -> Option<usize> {
     let database = queue_key::database();
     let capacity = capacity();
     let start = (queue_key::hash(queue_name) % capacity as u64) as usize;
     for probe in 0..capacity {
-        let index = (start + probe) % capacity;
-        let entry = entry(index);
-        if entry.state.compare_exchange(FREE, WRITING, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
-            // SAFETY: this backend moved the state to WRITING.
-            unsafe {
-                *entry.database.get() = database;
-                entry.name.write(queue_name.as_bytes());
-            }
-            entry.state.store(READY, Ordering::SeqCst);
-            return Some(index);
-        }
-        while entry.state.load(Ordering::SeqCst) == WRITING {
+        let entry = entry((start + probe) % capacity);
+        let mut state = entry.state.load(Ordering::SeqCst);
+        while state == WRITING {
             std::hint::spin_loop();
+            state = entry.state.load(Ordering::SeqCst);
+        }
+        if state == FREE {
+            return None;
         }
         if entry_key(entry) == (database, queue_name.as_bytes()) {
-            return Some(index);
+            return Some((start + probe) % capacity);
         }
     }
     None
+}
+
+/// Takes an entry for a queue of this database, charged to `role`, under the share rule if
+/// `shared`; its own if another process took it meanwhile. None if refused or full.
+fn take(queue_name: &str, role: u32, shared: bool) -> Option<usize> {
+    let header = header();
+    let mut spins = 0u32;
+    while header.lock.compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        spins += 1;
+        if spins < 100 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+    // Under the lock, nothing here can fail: this runs at commit.
+    let taken = find(queue_name).or_else(|| {
+        let database = queue_key::database();
+        let capacity = capacity();
+        if shared {
+            let (mut free, mut role_held, mut database_held) = (0, 0, 0);
+            for index in 0..capacity {
+                let entry = entry(index);
+                if entry.state.load(Ordering::SeqCst) == FREE {
+                    free += 1;
+                    continue;
+                }
+                // SAFETY: READY (only the lock holder writes); written before that.
+                let (held_database, held_role) = unsafe { (*entry.database.get(), *entry.role.get()) };
+                if held_database == database {
+                    database_held += 1;
+                    role_held += usize::from(held_role == role);
+                }
+            }
+            if !queue_key::may_take(role_held, database_held, free) {
+                return None;
+            }
+        }
+        let start = (queue_key::hash(queue_name) % capacity as u64) as usize;
+        let index = (0..capacity)
+            .map(|probe| (start + probe) % capacity)
+            .find(|index| entry(*index).state.load(Ordering::SeqCst) == FREE)?;
+        let entry = entry(index);
+        entry.state.store(WRITING, Ordering::SeqCst);
+        // SAFETY: this process holds the lock and moved the state to WRITING; readers wait for
+        // READY.
+        unsafe {
+            *entry.database.get() = database;
+            *entry.role.get() = role;
+            entry.name.write(queue_name.as_bytes());
+        }
+        entry.state.store(READY, Ordering::SeqCst);
+        header.taken.fetch_add(1, Ordering::SeqCst);
+        Some(index)
+    });
+    header.lock.store(0, Ordering::Release);
+    taken
 }
 
 /// The database and name of an entry whose state is READY.
@@ -240,10 +359,19 @@ enum Event {
     Completed(i64),
 }
 
+/// What a session knows of a queue's entry.
+#[derive(Clone, Copy)]
+enum Cached {
+    /// The queue's own: entries are never freed, so this stays right.
+    Own(usize),
+    /// Refused for `role` (or, in a background worker, not found) when `taken` entries were taken;
+    /// counted in `fallback` ("*") meanwhile.
+    Refused { role: u32, fallback: Option<usize>, taken: u32 },
+}
+
 thread_local! {
-    /// This session's entry index per queue name (of its one database): entries are never freed,
-    /// so it stays right. A backend is one thread.
-    static CACHE: RefCell<HashMap<String, Option<usize>>> = RefCell::new(HashMap::new());
+    /// This session's knowledge per queue name (of its one database). A backend is one thread.
+    static CACHE: RefCell<HashMap<String, Cached>> = RefCell::new(HashMap::new());
 }
 
 fn note(queue_name: &str, event: Event) {
@@ -251,8 +379,9 @@ fn note(queue_name: &str, event: Event) {
         return;
     }
     let queue_name = queue_name.to_owned();
+    let role = crate::rights::caller().to_u32();
     xact::at_commit(move || {
-        if let Some(index) = entry_index(&queue_name) {
+        if let Some(index) = entry_index(&queue_name, role) {
             apply_event(entry(index), event, current_minute());
         }
     });

@@ -1,16 +1,19 @@
 //! Wake-ups for callers waiting for a job to finish (`jq_await`; README, "Results and waiting"),
 //! when the library is preloaded: a generation counter and condition variable per slot in shared
 //! memory, jobs mapped to slots by hash, like the queues' wake-ups (`wake`). Two jobs sharing a
-//! slot only wake each other's waiters spuriously, and a spurious wake costs one look.
+//! slot only wake each other's waiters spuriously, and a spurious wake costs one look: this is the
+//! only effect a job of one role (or database) can have on another's waiter, and since the hash is
+//! seeded with the server's secret (`queue_key`), nobody can choose a job that shares another's
+//! slot. Nothing here is taken or held per job, so there is nothing to fill.
 //!
 //! A job that finishes (succeeds, dies, or is cancelled) moves its slot on at commit, so a woken
 //! waiter finds the finished row; only while someone waits anywhere on the server (a count of
 //! waiters, read at commit), so that a completion nobody awaits costs a commit callback and one
 //! atomic read. A waiter that ends without taking itself off the count (its backend died) costs
-//! completions a needless wake-up of a slot nobody sleeps on, never a missed one.
+//! completions a needless wake-up of a slot nobody sleeps on, never a missed one. The count is the
+//! server's, so a waiter anywhere makes every finish broadcast on its slot: one atomic increment and
+//! a condition variable's broadcast, which finds no sleeper, per finished job.
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -62,10 +65,8 @@ fn slot_of(job_id: i64) -> Option<*mut Slot> {
     if shared.is_null() {
         return None;
     }
-    let mut hasher = DefaultHasher::new();
-    (queue_key::database(), job_id).hash(&mut hasher);
     // SAFETY: the index is below SLOTS.
-    Some(unsafe { shared.add((hasher.finish() % SLOTS as u64) as usize) })
+    Some(unsafe { shared.add((queue_key::job_hash(job_id) % SLOTS as u64) as usize) })
 }
 
 fn header() -> Option<&'static Header> {

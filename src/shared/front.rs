@@ -25,22 +25,34 @@
 //!   the look from the start that each queue's front takes about once a second while it is claimed
 //!   from (the first claim a second after the last such look takes the next).
 //!
-//! Queues map to slots by hash, and a slot holds one queue's name. A queue that finds its slot
-//! held by another walks from the start, and takes the slot over (starting from the bottom) once
-//! the other's claims have left it alone for a second: two busy queues sharing a slot cost one of
-//! them the skip, never a job. Without preload there is no front, and claims walk from the start.
+//! Slots: each queue may use four of the table's slots, picked by its hash, which is seeded with
+//! the server's secret (`queue_key`), so nobody can name queues that land on another's four. A
+//! slot holds one queue's whole key (database and name): a queue uses the first of its four it
+//! holds, and one that holds none takes one of them that is free or whose queue's claims have left
+//! it alone for a second (starting from the bottom). Taking follows the share rule of `queue_key`:
+//! a role takes a slot only while it holds fewer busy slots (in its database) than are free, and a
+//! database only while it holds fewer than twice as many, so no role can keep every slot busy with
+//! queues of its own. A queue that finds none walks from the start, as without preload, and tries
+//! again a second later: a refusal (`queue_key`), logged once and counted in `jq_metrics()`. Busy
+//! queues competing for slots cost some of them the skip, never a job: whatever makes a job pending
+//! lowers (or forgets) every slot its queue holds, and a claim moves only the slot it read. Without
+//! preload there is no front, and claims walk from the start.
 //! Jobs made pending by a prepared transaction (whose commit may come in another session) are
 //! found by the look from the start, like those changed outside the functions.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use pgrx::pg_sys;
 
-use super::{queue_key, xact};
+use super::queue_key::{self, Table};
+use super::xact;
 
 const SLOTS: usize = 1024;
+
+/// The slots a queue may use.
+const CHOICES: usize = 4;
 
 /// How many lowerings a slot remembers: a claim whose read of the front is older than this many
 /// lowerings does not move it.
@@ -107,6 +119,8 @@ struct Slot {
     state: u8,
     name_len: u8,
     database: u32,
+    /// The role whose claim took the slot, for the share rule.
+    role: u32,
     name: [u8; 64],
     seq: u64,
     mark: Key,
@@ -129,6 +143,8 @@ struct Slot {
 /// What a claim read of its queue's front, before its snapshot was taken.
 #[derive(Clone, Copy, Debug)]
 pub struct Seen {
+    /// The slot read: only it may be moved by what the claim proves.
+    slot: usize,
     seq: u64,
     /// Where the claim starts: the front, or BOTTOM for a queue whose front does not move.
     pub mark: Key,
@@ -171,6 +187,7 @@ impl Slot {
         self.last_read = now;
         let keyed = self.state == KEYED;
         Seen {
+            slot: 0,
             seq: self.seq,
             mark: if keyed { Key::BOTTOM } else { self.mark },
             keyed,
@@ -300,36 +317,57 @@ impl Slot {
     }
 }
 
-/// The slot array in shared memory; null unless the library was preloaded. Set when the process
-/// attaches shared memory, read-only afterwards.
+/// The slot array in shared memory, then a tag per slot; null unless the library was preloaded.
+/// Set when the process attaches shared memory, read-only afterwards.
 static mut SHARED: *mut Slot = std::ptr::null_mut();
+/// Per slot, its queue's tag (`tag_of` its hash; 0: none), read without the slot's lock to find a
+/// queue's slot before locking it. Written under the slot's lock.
+static mut TAGS: *mut AtomicU64 = std::ptr::null_mut();
 
 pub fn shared_size() -> usize {
-    std::mem::size_of::<Slot>() * SLOTS
+    (std::mem::size_of::<Slot>() + std::mem::size_of::<AtomicU64>()) * SLOTS
 }
 
 /// Takes the fronts' part of shared memory (`shared_size()` bytes at `base`), zeroed (every slot
-/// empty) when `new`. Only from the shared-memory startup hook.
+/// empty and untagged) when `new`. Only from the shared-memory startup hook.
 pub unsafe fn attach(base: *mut u8, new: bool) {
-    // SAFETY: `base` holds SLOTS slots, and zero bytes are an empty, unlocked slot; the pointer is
+    // SAFETY: `base` holds SLOTS slots, then SLOTS tags (a slot's size is a multiple of 8, so the
+    // tags are aligned), and zero bytes are an empty, unlocked slot and no tag; the pointers are
     // written once per process, before any SQL function of it runs.
     unsafe {
         if new {
             std::ptr::write_bytes(base, 0, shared_size());
         }
         SHARED = base.cast();
+        TAGS = base.add(std::mem::size_of::<Slot>() * SLOTS).cast();
     }
 }
 
-/// Runs `f` on the queue's slot under its lock; None without shared memory.
-fn with_slot<R>(queue_name: &str, f: impl FnOnce(&mut Slot, u32) -> R) -> Option<R> {
+fn attached() -> bool {
     // SAFETY: read-only after startup.
-    let shared = unsafe { SHARED };
-    if shared.is_null() {
-        return None;
-    }
-    // SAFETY: the index is below SLOTS.
-    let slot = unsafe { &mut *shared.add((queue_key::hash(queue_name) % SLOTS as u64) as usize) };
+    !unsafe { SHARED }.is_null()
+}
+
+/// Never 0, which marks a slot without a queue.
+fn tag_of(hash: u64) -> u64 {
+    hash.max(1)
+}
+
+fn tag(index: usize) -> &'static AtomicU64 {
+    // SAFETY: only once attached, with an index below SLOTS; tags live as long as the server.
+    unsafe { &*TAGS.add(index) }
+}
+
+/// The slots a queue with this hash may use, each once: from four independent bits of the hash.
+fn candidates(hash: u64) -> impl Iterator<Item = usize> {
+    let all: [usize; CHOICES] = std::array::from_fn(|i| ((hash >> (16 * i)) & 0xffff) as usize % SLOTS);
+    all.into_iter().enumerate().filter(move |(i, index)| !all[..*i].contains(index)).map(|(_, index)| index)
+}
+
+/// Runs `f` on slot `index` under its lock. Only once attached, with an index below SLOTS.
+fn locked<R>(index: usize, f: impl FnOnce(&mut Slot) -> R) -> R {
+    // SAFETY: as the caller promises; slots live as long as the server.
+    let slot = unsafe { &mut *SHARED.add(index) };
     let mut spins = 0u32;
     while slot.lock.compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
         spins += 1;
@@ -343,55 +381,149 @@ fn with_slot<R>(queue_name: &str, f: impl FnOnce(&mut Slot, u32) -> R) -> Option
     }
     // Under the lock, which only this code takes, for a few field copies that cannot fail: no other
     // process touches the slot's fields meanwhile.
-    let result = f(slot, queue_key::database());
+    let result = f(slot);
     slot.lock.store(0, Ordering::Release);
-    Some(result)
+    result
 }
 
-/// Reads the queue's front, taking its slot over if another queue has it. None without shared
-/// memory. To be called before the claim's statement takes its snapshot.
-pub fn read(queue_name: &str, now: pg_sys::TimestampTz) -> Option<Seen> {
-    with_slot(queue_name, |slot, database| {
-        if !slot.owns(database, queue_name) {
-            if !slot.may_be_taken(now) {
-                // Another queue's claims use it: two busy queues taking it from each other would
-                // each start from the bottom every time. This claim walks from the start instead.
-                return None;
+/// The slots among the queue's candidates that it holds, in the order of its candidates (usually
+/// one; two if two sessions took one each at once).
+fn held_by(queue_name: &str) -> Vec<usize> {
+    if !attached() {
+        return Vec::new();
+    }
+    let hash = queue_key::hash(queue_name);
+    let (want, database) = (tag_of(hash), queue_key::database());
+    candidates(hash)
+        .filter(|index| tag(*index).load(Ordering::SeqCst) == want)
+        .filter(|index| locked(*index, |slot| slot.owns(database, queue_name)))
+        .collect()
+}
+
+/// Runs `f` on each slot the queue holds, under the slot's lock.
+fn each_held(queue_name: &str, mut f: impl FnMut(&mut Slot)) {
+    let database = queue_key::database();
+    for index in held_by(queue_name) {
+        locked(index, |slot| {
+            if slot.owns(database, queue_name) {
+                f(slot);
             }
-            slot.take(database, queue_name);
+        });
+    }
+}
+
+/// Runs `f` on the slot a claim read (`seen`), if the queue still holds it.
+fn with_read_slot(queue_name: &str, seen: &Seen, f: impl FnOnce(&mut Slot)) {
+    if !attached() {
+        return;
+    }
+    let database = queue_key::database();
+    locked(seen.slot, |slot| {
+        if slot.owns(database, queue_name) {
+            f(slot);
         }
-        Some(slot.read(now))
+    });
+}
+
+/// Reads the queue's front, taking a slot for it if it holds none. None without shared memory, or
+/// when it finds no slot. To be called before the claim's statement takes its snapshot.
+pub fn read(queue_name: &str, now: pg_sys::TimestampTz) -> Option<Seen> {
+    if !attached() {
+        return None;
+    }
+    let hash = queue_key::hash(queue_name);
+    let (want, database) = (tag_of(hash), queue_key::database());
+    for index in candidates(hash).filter(|index| tag(*index).load(Ordering::SeqCst) == want) {
+        let seen = locked(index, |slot| slot.owns(database, queue_name).then(|| slot.read(now)));
+        if let Some(seen) = seen {
+            return Some(Seen { slot: index, ..seen });
+        }
+    }
+    if REFUSED.with(|refused| refused.borrow().get(queue_name).is_some_and(|until| now < *until)) {
+        return None;
+    }
+    take(queue_name, now).or_else(|| {
+        refuse(queue_name, now);
+        None
     })
-    .flatten()
+}
+
+/// Takes one of the queue's candidates that is free, or whose queue's claims left it alone, if
+/// the share rule lets the caller's role take one.
+fn take(queue_name: &str, now: pg_sys::TimestampTz) -> Option<Seen> {
+    let hash = queue_key::hash(queue_name);
+    let database = queue_key::database();
+    let role = crate::rights::caller().to_u32();
+    let takeable: Vec<usize> = candidates(hash).filter(|index| locked(*index, |slot| slot.may_be_taken(now))).collect();
+    if takeable.is_empty() {
+        return None;
+    }
+    let (mut free, mut role_held, mut database_held) = (0, 0, 0);
+    for index in 0..SLOTS {
+        let (takeable, held_database, held_role) =
+            locked(index, |slot| (slot.may_be_taken(now), slot.database, slot.role));
+        if takeable {
+            free += 1;
+        } else if held_database == database {
+            database_held += 1;
+            role_held += usize::from(held_role == role);
+        }
+    }
+    if !queue_key::may_take(role_held, database_held, free) {
+        return None;
+    }
+    takeable.into_iter().find_map(|index| {
+        locked(index, |slot| {
+            if !slot.owns(database, queue_name) {
+                if !slot.may_be_taken(now) {
+                    return None;
+                }
+                slot.take(database, queue_name);
+                slot.role = role;
+                tag(index).store(tag_of(hash), Ordering::SeqCst);
+            }
+            Some(Seen { slot: index, ..slot.read(now) })
+        })
+    })
+}
+
+/// The queue found no slot: its claims in this session walk from the start for a second, and the
+/// first such refusal of each queue in a session is counted (`queue_key`).
+fn refuse(queue_name: &str, now: pg_sys::TimestampTz) {
+    let first = REFUSED.with(|refused| {
+        let mut refused = refused.borrow_mut();
+        if refused.len() >= SESSION_FAIR_QUEUES && !refused.contains_key(queue_name) {
+            refused.clear();
+        }
+        refused.insert(queue_name.to_owned(), now.saturating_add(FULL_LOOK_EVERY)).is_none()
+    });
+    if first {
+        queue_key::refused(Table::ClaimFronts, || {
+            format!(
+                "pg_jobqueue: queue \"{queue_name}\" found no claim front: the slots it may use are busy with \
+                 other queues, or its role or database holds its share of them; its claims walk from the queue's \
+                 start until it finds one (further such queues of this database are only counted, in \
+                 jq_shared_slots_refused_total)"
+            )
+        });
+    }
 }
 
 /// A claim that read `seen` found nothing unlocked pending below `to`, on the front's priority.
 pub fn advance(queue_name: &str, seen: &Seen, to: Key) {
-    with_slot(queue_name, |slot, database| {
-        if slot.owns(database, queue_name) {
-            slot.advance(seen, to);
-        }
-    });
+    with_read_slot(queue_name, seen, |slot| slot.advance(seen, to));
 }
 
 /// A look, after the read `seen`, found `found` (TOP: nothing) to be the first pending key from
 /// where it looked, and whether jobs with ordering keys are live.
 pub fn install(queue_name: &str, seen: &Seen, found: Key, keyed: bool, from_bottom: bool, now: pg_sys::TimestampTz) {
-    with_slot(queue_name, |slot, database| {
-        if slot.owns(database, queue_name) {
-            slot.install(seen, found, keyed, from_bottom, now);
-        }
-    });
+    with_read_slot(queue_name, seen, |slot| slot.install(seen, found, keyed, from_bottom, now));
 }
 
 /// A claim that read `seen` ran the fairness check, which saw `oldest` as the oldest pending job
 /// (None: none) under the starvation limit `limit` (None: none), both in microseconds.
 pub fn set_fair(queue_name: &str, seen: &Seen, oldest: Option<i64>, limit: Option<i64>, now: pg_sys::TimestampTz) {
-    with_slot(queue_name, |slot, database| {
-        if slot.owns(database, queue_name) {
-            slot.set_fair(seen, oldest, limit, now);
-        }
-    });
+    with_read_slot(queue_name, seen, |slot| slot.set_fair(seen, oldest, limit, now));
 }
 
 thread_local! {
@@ -401,6 +533,8 @@ thread_local! {
     /// from the older of the oldest job seen and the check's time. A job enqueued with a `run_at`
     /// long past, or set by hand, is seen within FAIR_RECHECK.
     static SESSION_FAIR: RefCell<HashMap<String, pg_sys::TimestampTz>> = RefCell::new(HashMap::new());
+    /// Queues that found no slot in this session, and until when their claims do not look for one.
+    static REFUSED: RefCell<HashMap<String, pg_sys::TimestampTz>> = RefCell::new(HashMap::new());
 }
 
 /// The most queues a session keeps a bound for; past it, it forgets them all.
@@ -424,12 +558,10 @@ pub fn set_session_fair(queue_name: &str, oldest: Option<i64>, limit: Option<i64
     });
 }
 
+/// Every slot the queue holds, not only the one its claims read: a slot held twice must keep the
+/// rule too, in case the other is lost and this one read again.
 fn lower(queue_name: &str, key: Key, keyed: bool) {
-    with_slot(queue_name, |slot, database| {
-        if slot.owns(database, queue_name) {
-            slot.lower(key, keyed);
-        }
-    });
+    each_held(queue_name, |slot| slot.lower(key, keyed));
 }
 
 /// The transaction made a job pending at `key` (with an ordering key: `keyed`): once it commits,
@@ -459,11 +591,7 @@ pub fn forget_at_rollback(queue_name: &str) {
 }
 
 fn forget(queue_name: &str) {
-    with_slot(queue_name, |slot, database| {
-        if slot.owns(database, queue_name) {
-            slot.forget();
-        }
-    });
+    each_held(queue_name, |slot| slot.forget());
 }
 
 /// The (sub)transaction locked pending jobs, the lowest at `key`; if it rolls back they are
@@ -492,6 +620,7 @@ mod tests {
             state: EMPTY,
             name_len: 0,
             database: 0,
+            role: 0,
             name: [0; 64],
             seq: 0,
             mark: Key::BOTTOM,

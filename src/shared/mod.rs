@@ -1,8 +1,9 @@
 //! What backends share, when the library is preloaded: the wake-up slots (`wake`) and those of
-//! jobs awaited (`finish`), the counters
-//! (`counters`), the count of listeners (`listeners`), the claim fronts (`front`), and the end-of-transaction hook they all
-//! use (`xact`). This module owns the server hooks: it asks for one block of shared memory for every
-//! part, and at startup hands each part its own piece. The parts never look each other up.
+//! jobs awaited (`finish`), the counters (`counters`), the count of listeners (`listeners`), the
+//! claim fronts (`front`), what every table keyed by queues follows (`queue_key`: the seeded hash,
+//! the share rule, refusals), and the end-of-transaction hook they all use (`xact`). This module
+//! owns the server hooks: it asks for one block of shared memory for every part, and at startup
+//! hands each part its own piece. The parts never look each other up.
 //!
 //! Whether the library was preloaded has one answer, `guc::preloaded()`; without it there is no
 //! shared memory, and each part says what it does then.
@@ -12,7 +13,7 @@ pub mod finish;
 pub mod front;
 pub mod histogram;
 pub mod listeners;
-mod queue_key;
+pub mod queue_key;
 pub mod wake;
 pub mod xact;
 
@@ -49,7 +50,8 @@ unsafe extern "C-unwind" fn request() {
                 + listeners::shared_size()
                 + counters::shared_size()
                 + front::shared_size()
-                + finish::shared_size(),
+                + finish::shared_size()
+                + queue_key::shared_size(),
         );
     }
 }
@@ -64,6 +66,8 @@ unsafe extern "C-unwind" fn attach() {
         }
         let lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock; // AddinShmemInitLock
         pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        let (base, new) = part(c"pg_jobqueue queue keys", queue_key::shared_size());
+        queue_key::attach(base, new);
         let (base, new) = part(c"pg_jobqueue wake-ups", wake::shared_size());
         wake::attach(base, new);
         let (base, new) = part(c"pg_jobqueue listeners", listeners::shared_size());

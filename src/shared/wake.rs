@@ -11,7 +11,11 @@
 //!   memory, for waiting claims. These need no LISTEN, so they work through transaction pooling.
 //!
 //! Queues map to a fixed number of slots by hash; two queues sharing a slot only wake each other
-//! spuriously, and a spurious wake costs one empty claim.
+//! spuriously, and a spurious wake costs one empty claim. That is all one role's queue (or one
+//! database's) can do to another's through a shared slot: the slot carries no count, no setting
+//! and no job, and a waiting claim re-checks the table whatever woke it. The hash is seeded with the
+//! server's secret (`queue_key`), so nobody can name a queue to share another's slot on purpose.
+//! Slots are not taken or held by queues, so there is nothing to fill.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
