@@ -429,6 +429,11 @@ ALTER TABLE jq_job_events DROP CONSTRAINT jq_job_events_event_known,
     ADD CONSTRAINT jq_job_events_event_known
         CHECK (event IN ('failed', 'lease_expired', 'retried', 'cancelled', 'snoozed'));
 
+-- The events' default as a fresh install has it. The 0.1.0 and 0.2.0 scripts passed nextval an
+-- untyped literal, which a nextval(text) planted in the schema before their install captured:
+-- bound to pg_catalog's here, whatever was planted then.
+ALTER TABLE jq_job_events ALTER COLUMN id SET DEFAULT pg_catalog.nextval('jq_job_events_id_seq'::pg_catalog.regclass);
+
 -- Queues by number. Every key of the job tables starts with the queue, and an integer is narrower
 -- than the name and compares without collation rules (README, "Storage"). A name gets its number
 -- from the first enqueue into it (src/api/enqueue.rs) and keeps it; rows are never deleted, so a
