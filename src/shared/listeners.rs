@@ -470,7 +470,7 @@ mod tests {
         for _ in 0..5000 {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             let n = (seed >> 33) % 9;
-            let listens = (seed >> 40) % 2 == 0;
+            let listens = (seed >> 40).is_multiple_of(2);
             if listens && (model.contains_key(&n) || model.len() < entries.len()) {
                 assert!(insert(&entries, &key(n)));
                 *model.entry(n).or_default() += 1;
