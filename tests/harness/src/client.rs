@@ -89,3 +89,54 @@ pub fn live_jobs(client: &mut Client, queue: &str) -> i64 {
         .unwrap()
         .get(0)
 }
+
+/// Entries of the claim index that the claims of `f` read (`idx_tup_read`: index entries returned
+/// to the scan, live or not), as counted once `client`'s statistics are flushed.
+fn claim_index_entries_read(client: &mut Client, admin: &mut Client, f: impl FnOnce(&mut Client)) -> i64 {
+    let read = |admin: &mut Client| -> i64 {
+        admin.batch_execute("SELECT pg_stat_clear_snapshot()").unwrap();
+        admin
+            .query_one("SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = 'jq_live_jobs_claim'", &[])
+            .unwrap()
+            .get(0)
+    };
+    client.batch_execute("SELECT pg_stat_force_next_flush()").unwrap();
+    client.batch_execute("SELECT 1").unwrap();
+    let before = read(admin);
+    f(client);
+    // The flush happens when the session next goes idle.
+    client.batch_execute("SELECT pg_stat_force_next_flush()").unwrap();
+    client.batch_execute("SELECT 1").unwrap();
+    let mut after = read(admin);
+    wait_until("the claims' statistics are flushed", || {
+        after = read(admin);
+        after > before
+    });
+    after - before
+}
+
+/// 3,000 jobs; a REPEATABLE READ session takes its snapshot; 2,000 are claimed and completed; then
+/// the entries that 50 single claims read.
+pub fn entries_read_behind_an_old_snapshot(cluster: &Cluster) -> i64 {
+    let mut client = cluster.connect();
+    let mut admin = cluster.connect();
+    let mut old = cluster.connect();
+    enqueue_many(&mut client, "q", 3000);
+    old.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM jq_jobs;").unwrap();
+    for _ in 0..20 {
+        client
+            .batch_execute(
+                "SELECT jq_complete_batch(array_agg(id), 'w', array_agg(lease_token))
+                 FROM jq_claim('q', 'w', batch_size => 100)",
+            )
+            .unwrap();
+    }
+    let read = claim_index_entries_read(&mut client, &mut admin, |client| {
+        for _ in 0..50 {
+            let (id, token) = claim(client, "q", "w", "1 minute").expect("a pending job");
+            assert!(complete(client, id, "w", token));
+        }
+    });
+    old.batch_execute("COMMIT").unwrap();
+    read
+}

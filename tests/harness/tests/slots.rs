@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use jq_harness::client::{claim, complete, connect_as, enqueue_many};
-use jq_harness::{wait_until, Client, Cluster};
+use jq_harness::client::{connect_as, entries_read_behind_an_old_snapshot};
+use jq_harness::{Client, Cluster};
 use postgres::fallible_iterator::FallibleIterator;
 
 const PRELOAD: &str = "shared_preload_libraries = 'pg_jobqueue'";
@@ -247,47 +247,6 @@ fn one_role_cannot_take_the_counter_entries_of_other_roles_or_databases() {
     assert!(metrics(&mut second).contains("jq_shared_slots_refused_total{table=\"counters\"} 0\n"));
     let log = cluster.log();
     assert_eq!(log.matches("gets no counters of its own").count(), 1, "logged once:\n{log}");
-}
-
-/// 3,000 jobs in queue `q`; an old snapshot; 2,000 claimed and completed; then the claim index
-/// entries that 50 single claims read (as in tests/harness/tests/front.rs).
-fn entries_read_behind_an_old_snapshot(cluster: &Cluster) -> i64 {
-    let mut client = cluster.connect();
-    let mut admin = cluster.connect();
-    let mut old = cluster.connect();
-    enqueue_many(&mut client, "q", 3000);
-    old.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM jq_jobs;").unwrap();
-    for _ in 0..20 {
-        client
-            .batch_execute(
-                "SELECT jq_complete_batch(array_agg(id), 'w', array_agg(lease_token))
-                 FROM jq_claim('q', 'w', batch_size => 100)",
-            )
-            .unwrap();
-    }
-    let read = |admin: &mut Client| -> i64 {
-        admin.batch_execute("SELECT pg_stat_clear_snapshot()").unwrap();
-        admin
-            .query_one("SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = 'jq_live_jobs_claim'", &[])
-            .unwrap()
-            .get(0)
-    };
-    client.batch_execute("SELECT pg_stat_force_next_flush()").unwrap();
-    client.batch_execute("SELECT 1").unwrap();
-    let before = read(&mut admin);
-    for _ in 0..50 {
-        let (id, token) = claim(&mut client, "q", "w", "1 minute").expect("a pending job");
-        assert!(complete(&mut client, id, "w", token));
-    }
-    client.batch_execute("SELECT pg_stat_force_next_flush()").unwrap();
-    client.batch_execute("SELECT 1").unwrap();
-    let mut after = read(&mut admin);
-    wait_until("the claims' statistics are flushed", || {
-        after = read(&mut admin);
-        after > before
-    });
-    old.batch_execute("COMMIT").unwrap();
-    after - before
 }
 
 /// Another role claims all the time from a queue of its own that had the slot of queue `q`: `q`
