@@ -33,6 +33,13 @@ CREATE TABLE jq_token_epochs (
 );
 SELECT pg_catalog.pg_extension_config_dump('jq_token_epochs', '');
 
+-- When a claim last ran each maintenance pass: see sql/schema/tables.sql, which creates the same table.
+CREATE TABLE jq_maintenance_passes (
+    pass    text CONSTRAINT jq_maintenance_passes_pkey PRIMARY KEY,
+    last_at timestamptz NOT NULL
+);
+INSERT INTO jq_maintenance_passes (pass, last_at) VALUES ('reap', '-infinity'), ('prune', '-infinity');
+
 -- Enqueue takes a concurrency key (README, "Flow control") and a deadline (README, "Snooze and
 -- deadlines"), and a completion a result (README, "Results and waiting"): the functions of 0.2.0
 -- give way to ones with the new trailing arguments, so that no call has two candidates.
@@ -95,6 +102,19 @@ LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'jq_complete_batch_wrapper';
 
 -- The functions that are new in 0.3.0.
+CREATE  FUNCTION "jq_maintenance_status"() RETURNS TABLE (
+	"served_by" TEXT,  /* alloc::string::String */
+	"last_reap_at" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"last_prune_at" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"last_tick_at" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"stale" bool,  /* bool */
+	"last_partition_at" timestamp with time zone  /* Option < TimestampWithTimeZone > */
+)
+STRICT VOLATILE PARALLEL SAFE
+SET search_path TO pg_catalog, @extschema@, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'jq_maintenance_status_wrapper';
+
 CREATE  FUNCTION "jq_result"(
 	"job_id" bigint /* Option < i64 > */
 ) RETURNS TABLE (
@@ -749,7 +769,10 @@ SELECT s.queue_name,
        -- largest of jq_queue_stats' held_by_ figures, which may overlap; a pause holds back all).
        greatest(s.held_by_concurrency_limit, s.held_by_key_limit, s.held_by_rate_limit,
                 s.held_by_key_rate_limit, s.held_by_pause) AS held_back,
-       coalesce(q.paused, false) AS paused
+       coalesce(q.paused, false) AS paused,
+       -- Nothing maintains the queue's database lately (jq_maintenance): expired leases, ticks
+       -- and retention wait.
+       (SELECT m.stale FROM jq_maintenance_status() m) AS maintenance_stale
 FROM jq_queue_stats s
 LEFT JOIN jq_queues q ON q.queue_name = s.queue_name
 CROSS JOIN LATERAL (
@@ -760,6 +783,10 @@ CROSS JOIN LATERAL (
            CASE WHEN q.queue_name IS NULL THEN interval '1 hour' ELSE q.warn_dead_age END
                AS warn_dead_age
 ) t;
+
+-- Who maintains this database, `worker`, `inline` (claims) or `none`, when each pass last ran,
+-- and whether one is overdue (README, "Maintenance").
+CREATE VIEW jq_maintenance AS SELECT * FROM jq_maintenance_status();
 
 -- The jobs, and their events, of the queues the caller may manage: what an operator reads to decide
 -- on a re-drive or a cancel, without a right on the tables (README, "Security").
@@ -852,7 +879,7 @@ AS $$
            ('manage', 'jq_schedule'), ('manage', 'jq_unschedule'), ('manage', 'jq_pause_schedule'),
            ('manage', 'jq_resume_schedule'), ('any', 'jq_cron_next'),
            ('any', 'jq_can_see'), ('any', 'jq_has_right'), ('any', 'jq_queue_counters'),
-           ('any', 'jq_failure_counts'), ('any', 'jq_metrics')
+           ('any', 'jq_failure_counts'), ('any', 'jq_metrics'), ('any', 'jq_maintenance_status')
 $$;
 
 -- Gives `role` EXECUTE on exactly the functions its rows in jq_grants call for (and SELECT on the
@@ -892,9 +919,9 @@ BEGIN
     -- (README, "Security"); the event trigger below takes it back when the extension is dropped.
     IF holds_any THEN
         EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@'::regnamespace, role);
-        EXECUTE pg_catalog.format('GRANT SELECT ON jq_queue_stats, jq_queue_health TO %s', role);
+        EXECUTE pg_catalog.format('GRANT SELECT ON jq_queue_stats, jq_queue_health, jq_maintenance TO %s', role);
     ELSE
-        EXECUTE pg_catalog.format('REVOKE SELECT ON jq_queue_stats, jq_queue_health FROM %s', role);
+        EXECUTE pg_catalog.format('REVOKE SELECT ON jq_queue_stats, jq_queue_health, jq_maintenance FROM %s', role);
         EXECUTE pg_catalog.format('REVOKE USAGE ON SCHEMA %s FROM %s', '@extschema@'::regnamespace, role);
     END IF;
     IF EXISTS (SELECT 1 FROM jq_grants g
@@ -983,9 +1010,9 @@ CREATE EVENT TRIGGER jq_extension_dropped ON ddl_command_start
 -- Monitoring: members of the built-in pg_monitor role read every queue's figures (the views,
 -- jq_metrics and the counters) and gain nothing else.
 GRANT USAGE ON SCHEMA @extschema@ TO pg_monitor;
-GRANT SELECT ON jq_queue_stats, jq_queue_health TO pg_monitor;
-GRANT EXECUTE ON FUNCTION jq_can_see(text), jq_metrics(), jq_queue_counters(), jq_failure_counts()
-    TO pg_monitor;
+GRANT SELECT ON jq_queue_stats, jq_queue_health, jq_maintenance TO pg_monitor;
+GRANT EXECUTE ON FUNCTION jq_can_see(text), jq_metrics(), jq_queue_counters(), jq_failure_counts(),
+    jq_maintenance_status() TO pg_monitor;
 
 -- Roles that had rights on the tables under 0.2.0 (where the functions ran as their callers) keep
 -- what those let them do, as rights on every queue: INSERT on jq_jobs as enqueue, UPDATE on jq_jobs

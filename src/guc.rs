@@ -29,7 +29,8 @@ pub static REAPER_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
 pub static REAPER_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 pub static REAPER_MAX_JOBS: GucSetting<i32> = GucSetting::<i32>::new(10000);
 pub static PRUNE_INTERVAL_S: GucSetting<i32> = GucSetting::<i32>::new(60);
-pub static REAPER_DATABASES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"postgres"));
+pub static REAPER_DATABASES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"*"));
+pub static MAX_WORKERS: GucSetting<i32> = GucSetting::<i32>::new(8);
 pub static REAPER_ROLE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
 /// True in every process of a server that preloaded the library (set in the postmaster, inherited).
@@ -128,8 +129,8 @@ pub fn init() {
     );
     GucRegistry::define_int_guc(
         c"pg_jobqueue.inline_reap_max",
-        c"Expired leases of its own queue a claim reaps first, when no background reaper serves the database.",
-        c"Keeps a queue with live workers recovering without pg_cron or preload. 0 turns it off.",
+        c"Most expired leases (and expired jobs) a claim reaps in its share of the maintenance, where no background worker serves the database.",
+        c"Where no worker serves the database, claims reap, expire, tick schedules and prune, each pass once per interval for the whole database. 0 turns it off.",
         &INLINE_REAP_MAX,
         0,
         10000,
@@ -138,8 +139,8 @@ pub fn init() {
     );
     GucRegistry::define_int_guc(
         c"pg_jobqueue.inline_reap_interval",
-        c"Least time between two inline recoveries of one queue by one session.",
-        c"Recovery needs no more than this; doing it on every claim would cost every claim a statement.",
+        c"Least time between two reap passes made by claims, where no background worker serves the database.",
+        c"Each session asks at most this often whether a pass is due; one session takes it for the whole database.",
         &INLINE_REAP_INTERVAL_MS,
         0,
         3_600_000,
@@ -208,12 +209,22 @@ pub fn init() {
         GucContext::Sighup,
         GucFlags::UNIT_S,
     );
+    GucRegistry::define_int_guc(
+        c"pg_jobqueue.max_workers",
+        c"Most databases the background worker serves at once, one worker process each.",
+        c"A database left unserved for this bound is logged once; claims maintain it meanwhile (jq_maintenance).",
+        &MAX_WORKERS,
+        1,
+        crate::shared::served::SLOTS as i32,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
     // A PGC_POSTMASTER setting may only be defined while the library is being preloaded.
     if preloaded() {
         GucRegistry::define_string_guc(
             c"pg_jobqueue.reaper_databases",
-            c"Databases the background reaper serves, comma-separated; one worker each.",
-            c"A database without the extension is skipped quietly until it is created there.",
+            c"Databases the background worker may serve, comma-separated; '*': every database; empty: no worker.",
+            c"Of these, it serves each one that has the extension (one worker each), from within a second of CREATE EXTENSION.",
             &REAPER_DATABASES,
             GucContext::Postmaster,
             GucFlags::default(),
@@ -246,25 +257,8 @@ pub fn reaper_role() -> Option<String> {
     REAPER_ROLE.get().map(|s| s.to_string_lossy().trim().to_owned()).filter(|role| !role.is_empty())
 }
 
-/// The databases named in `pg_jobqueue.reaper_databases`.
+/// The databases named in `pg_jobqueue.reaper_databases` ('*' stands for every database).
 pub fn reaper_databases() -> Vec<String> {
     let list = REAPER_DATABASES.get().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     list.split(',').map(str::trim).filter(|db| !db.is_empty()).map(str::to_owned).collect()
-}
-
-/// Whether a background reaper is reaping this backend's database right now, as far as this backend
-/// can know: the library was preloaded, the reaper is on and the database is on its list.
-pub fn reaper_serves_this_database() -> bool {
-    preloaded() && REAPER_ENABLED.get() && DATABASE_LISTED.with(|listed| *listed)
-}
-
-thread_local! {
-    /// Whether this backend's database is in pg_jobqueue.reaper_databases; both are fixed for the
-    /// life of a backend.
-    static DATABASE_LISTED: bool = {
-        // SAFETY: the name of this backend's own database, which exists while it is connected.
-        let name = unsafe { std::ffi::CStr::from_ptr(pg_sys::get_database_name(pg_sys::MyDatabaseId)) };
-        let name = name.to_string_lossy();
-        reaper_databases().iter().any(|db| *db == name)
-    };
 }

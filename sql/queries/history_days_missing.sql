@@ -3,13 +3,15 @@
 -- that do not exist yet, each as the statements that make it: a plain table with the two indexes
 -- every partition has (see sql/schema/tables.sql), then ATTACH, which takes only a SHARE UPDATE
 -- EXCLUSIVE lock on jq_job_history, so completions go on meanwhile (CREATE TABLE ... PARTITION OF
--- would take an ACCESS EXCLUSIVE one).
+-- would take an ACCESS EXCLUSIVE one); and whether the day is today's (`current`), whose jobs
+-- completions are writing into the default partition right now (see src/api/retention.rs).
 SELECT pg_catalog.format('CREATE TABLE %I.%I (LIKE %I.jq_job_history INCLUDING DEFAULTS INCLUDING CONSTRAINTS)',
                          s.schema, d.name, s.schema),
        pg_catalog.format('CREATE INDEX %I ON %I.%I (id)', d.name || '_id', s.schema, d.name),
        pg_catalog.format('CREATE INDEX %I ON %I.%I (queue_id, finished_at)', d.name || '_queue', s.schema, d.name),
        pg_catalog.format('ALTER TABLE %I.jq_job_history ATTACH PARTITION %I.%I FOR VALUES FROM (%L) TO (%L)',
-                         s.schema, s.schema, d.name, d.lo, d.lo + interval '24 hours')
+                         s.schema, s.schema, d.name, d.lo, d.lo + interval '24 hours'),
+       d.lo <= $1 AS current
 FROM (SELECT n.nspname AS schema FROM pg_catalog.pg_class c
       JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
       WHERE c.oid = 'jq_job_history'::pg_catalog.regclass::pg_catalog.oid) AS s

@@ -48,7 +48,7 @@ AS $$
            ('manage', 'jq_schedule'), ('manage', 'jq_unschedule'), ('manage', 'jq_pause_schedule'),
            ('manage', 'jq_resume_schedule'), ('any', 'jq_cron_next'),
            ('any', 'jq_can_see'), ('any', 'jq_has_right'), ('any', 'jq_queue_counters'),
-           ('any', 'jq_failure_counts'), ('any', 'jq_metrics')
+           ('any', 'jq_failure_counts'), ('any', 'jq_metrics'), ('any', 'jq_maintenance_status')
 $$;
 
 -- Gives `role` EXECUTE on exactly the functions its rows in jq_grants call for (and SELECT on the
@@ -88,9 +88,9 @@ BEGIN
     -- (README, "Security"); the event trigger below takes it back when the extension is dropped.
     IF holds_any THEN
         EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@'::regnamespace, role);
-        EXECUTE pg_catalog.format('GRANT SELECT ON jq_queue_stats, jq_queue_health TO %s', role);
+        EXECUTE pg_catalog.format('GRANT SELECT ON jq_queue_stats, jq_queue_health, jq_maintenance TO %s', role);
     ELSE
-        EXECUTE pg_catalog.format('REVOKE SELECT ON jq_queue_stats, jq_queue_health FROM %s', role);
+        EXECUTE pg_catalog.format('REVOKE SELECT ON jq_queue_stats, jq_queue_health, jq_maintenance FROM %s', role);
         EXECUTE pg_catalog.format('REVOKE USAGE ON SCHEMA %s FROM %s', '@extschema@'::regnamespace, role);
     END IF;
     IF EXISTS (SELECT 1 FROM jq_grants g
@@ -179,6 +179,6 @@ CREATE EVENT TRIGGER jq_extension_dropped ON ddl_command_start
 -- Monitoring: members of the built-in pg_monitor role read every queue's figures (the views,
 -- jq_metrics and the counters) and gain nothing else.
 GRANT USAGE ON SCHEMA @extschema@ TO pg_monitor;
-GRANT SELECT ON jq_queue_stats, jq_queue_health TO pg_monitor;
-GRANT EXECUTE ON FUNCTION jq_can_see(text), jq_metrics(), jq_queue_counters(), jq_failure_counts()
-    TO pg_monitor;
+GRANT SELECT ON jq_queue_stats, jq_queue_health, jq_maintenance TO pg_monitor;
+GRANT EXECUTE ON FUNCTION jq_can_see(text), jq_metrics(), jq_queue_counters(), jq_failure_counts(),
+    jq_maintenance_status() TO pg_monitor;

@@ -314,6 +314,16 @@ CREATE TABLE jq_rate_counts (
     CONSTRAINT jq_rate_counts_pkey PRIMARY KEY (queue_id, concurrency_key)
 );
 
+-- When a claim last ran each maintenance pass in this database, for databases no background worker
+-- serves (README, "Maintenance"): a claim takes a due pass by locking its row (SKIP LOCKED, so no
+-- claim waits for another's) and marking it. The worker's passes are kept in shared memory instead,
+-- so that a pass that finds nothing to do writes nothing. The view jq_maintenance shows both.
+CREATE TABLE jq_maintenance_passes (
+    pass    text CONSTRAINT jq_maintenance_passes_pkey PRIMARY KEY,
+    last_at timestamptz NOT NULL
+);
+INSERT INTO jq_maintenance_passes (pass, last_at) VALUES ('reap', '-infinity'), ('prune', '-infinity');
+
 -- Recurring jobs (README, "Schedules"): each schedule enqueues a job into its queue, with these
 -- job options, at every tick of its cron expression in its time zone. Ticks are made by the
 -- background worker and by jq_reap() (src/api/schedules.rs): a tick pass locks a due row, enqueues

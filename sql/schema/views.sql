@@ -109,7 +109,10 @@ SELECT s.queue_name,
        -- largest of jq_queue_stats' held_by_ figures, which may overlap; a pause holds back all).
        greatest(s.held_by_concurrency_limit, s.held_by_key_limit, s.held_by_rate_limit,
                 s.held_by_key_rate_limit, s.held_by_pause) AS held_back,
-       coalesce(q.paused, false) AS paused
+       coalesce(q.paused, false) AS paused,
+       -- Nothing maintains the queue's database lately (jq_maintenance): expired leases, ticks
+       -- and retention wait.
+       (SELECT m.stale FROM jq_maintenance_status() m) AS maintenance_stale
 FROM jq_queue_stats s
 LEFT JOIN jq_queues q ON q.queue_name = s.queue_name
 CROSS JOIN LATERAL (
@@ -120,6 +123,10 @@ CROSS JOIN LATERAL (
            CASE WHEN q.queue_name IS NULL THEN interval '1 hour' ELSE q.warn_dead_age END
                AS warn_dead_age
 ) t;
+
+-- Who maintains this database, `worker`, `inline` (claims) or `none`, when each pass last ran,
+-- and whether one is overdue (README, "Maintenance").
+CREATE VIEW jq_maintenance AS SELECT * FROM jq_maintenance_status();
 
 -- The jobs, and their events, of the queues the caller may manage: what an operator reads to decide
 -- on a re-drive or a cancel, without a right on the tables (README, "Security").

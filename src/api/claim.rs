@@ -7,7 +7,7 @@ use pgrx::datum::{DatumWithOid, Interval, TimestampWithTimeZone};
 use pgrx::prelude::*;
 use pgrx::spi;
 
-use super::{keys, rates, reap, tokens, wait};
+use super::{keys, maintenance, rates, tokens, wait};
 use crate::db::{self, clock, payload::Payload, Session};
 use crate::input;
 use crate::rights::{self, Privilege};
@@ -90,13 +90,15 @@ fn claim_waiting(
 ) -> spi::Result<Vec<ClaimedJob>> {
     wait::refuse_outside_read_committed();
     rights::as_owner(|| {
-        wait::look_until_found(queue_name, wait, |now| {
+        let jobs = wait::look_until_found(queue_name, wait, |now| {
             // Asked again on every look: a right revoked while the claim waits ends it with 42501
             // (the revocation's invalidation is taken in first).
             rights::accept_invalidations();
             rights::require(queue_name, Privilege::Consume);
             claim_now(queue_name, worker, lease, batch_size, true, now)
-        })
+        })?;
+        maintenance::inline(clock::now())?;
+        Ok(jobs)
     })
 }
 
@@ -117,7 +119,12 @@ fn claim_now(
     waiting: bool,
     now: TimestampWithTimeZone,
 ) -> spi::Result<Vec<ClaimedJob>> {
-    reap::recover_inline(queue_name, now)?;
+    // A claim's share of its database's maintenance where no worker serves it. Not while waiting:
+    // a look that sleeps must hold no lock and no transaction id, so a waiting claim takes its
+    // share as it returns (`claim_waiting`).
+    if !waiting {
+        maintenance::inline(now)?;
+    }
     let floor = match tokens::known_floor()? {
         Some(floor) => floor,
         // A waiting look that would find nothing must not write the epoch, or it would have to

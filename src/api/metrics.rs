@@ -11,6 +11,7 @@ use crate::db;
 use crate::shared::counters::{self, Counter, LatencySnapshot, QueueSnapshot};
 use crate::shared::histogram::{bucket_upper, BUCKETS};
 use crate::shared::queue_key::{self, Table};
+use crate::shared::served::Pass;
 
 const GAUGES: &str = include_str!("../../sql/queries/metrics_gauges.sql");
 const HELD: &str = include_str!("../../sql/queries/metrics_held.sql");
@@ -292,6 +293,44 @@ fn gauge_families(out: &mut String) -> spi::Result<()> {
         for (limit, n) in limits.iter().zip([a, b, c, d, e]) {
             let (queue, n) = (escape(&queue.clone().unwrap_or_default()), n.unwrap_or(0));
             let _ = writeln!(out, "jq_held_back_jobs{{queue=\"{queue}\",limit=\"{limit}\"}} {n}");
+        }
+    }
+    maintenance_family(out)
+}
+
+/// This database's maintenance, as `jq_maintenance` shows it.
+fn maintenance_family(out: &mut String) -> spi::Result<()> {
+    let status = crate::rights::as_owner(super::maintenance::status)?;
+    header(
+        out,
+        "jq_maintenance_stale",
+        "gauge",
+        "1 when a maintenance pass of this database is overdue (jq_maintenance).",
+    );
+    let _ = writeln!(out, "jq_maintenance_stale {}", u8::from(status.stale));
+    header(
+        out,
+        "jq_maintenance_served",
+        "gauge",
+        "1 for who maintains this database now: worker, inline (claims) or none.",
+    );
+    for by in ["worker", "inline", "none"] {
+        let _ = writeln!(out, "jq_maintenance_served{{by=\"{by}\"}} {}", u8::from(status.served_by == by));
+    }
+    header(
+        out,
+        "jq_maintenance_last_pass_timestamp_seconds",
+        "gauge",
+        "When each maintenance pass last ran in this database (no series: never).",
+    );
+    for pass in Pass::ALL {
+        if let Some(at) = status.last[pass as usize] {
+            let _ = writeln!(
+                out,
+                "jq_maintenance_last_pass_timestamp_seconds{{pass=\"{}\"}} {}",
+                pass.label(),
+                unix_seconds(at)
+            );
         }
     }
     Ok(())

@@ -8,6 +8,7 @@ pub mod configure;
 pub mod enqueue;
 pub mod keys;
 pub mod lease;
+pub mod maintenance;
 pub mod metrics;
 pub mod progress;
 pub mod rates;

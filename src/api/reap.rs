@@ -1,6 +1,6 @@
 //! Reaping: expired leases back to pending work (after backoff) or to dead, and pending jobs past
-//! their `expires_at` to cancelled (the expiry sweep). `jq_reap()`, the background reaper and a
-//! claim's inline recovery (`recover_inline`) all run `reap_expired`, which does both.
+//! their `expires_at` to cancelled (the expiry sweep). `jq_reap()`, the background worker and a
+//! claim's maintenance of its database (`api::maintenance`) all run `reap_expired`, which does both.
 //!
 //! One row must never stop reaping for everyone: a statement that fails on one row fails for all
 //! of them. So each pass runs in a subtransaction, and when it fails, its rows are taken one by
@@ -9,7 +9,7 @@
 //! fault that is mended (a trigger dropped, a constraint fixed) lets the row be reaped.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
@@ -17,9 +17,9 @@ use pgrx::prelude::*;
 use pgrx::spi;
 
 use crate::db::{self, clock, in_subtransaction};
+use crate::input;
 use crate::shared::counters::{self, Counter};
 use crate::shared::{finish, front};
-use crate::{guc, input};
 
 const REAP: &str = include_str!("../../sql/queries/reap.sql");
 const EXPIRED: &str = include_str!("../../sql/queries/reap_expired_ids.sql");
@@ -38,8 +38,6 @@ thread_local! {
     static LOGGED: RefCell<BTreeSet<i64>> = const { RefCell::new(BTreeSet::new()) };
     /// Whether this session logged a failed tick pass.
     static TICKS_FAILED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    /// When this session last recovered each queue inline.
-    static LAST_INLINE_REAP: RefCell<HashMap<String, Instant>> = RefCell::new(HashMap::new());
 }
 
 /// Reaps up to `max_jobs` expired leases in one statement; returns how many it reaped. Rows that a
@@ -51,27 +49,41 @@ thread_local! {
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_reap(max_jobs: default!(Option<i32>, 10000)) -> spi::Result<i32> {
     let max_jobs = input::max_jobs(max_jobs);
-    crate::rights::as_owner(|| reap_expired(max_jobs, None, clock::now()))
+    crate::rights::as_owner(|| reap_expired(max_jobs, None, clock::now()).map(|reaped| reaped.leases))
 }
 
 /// Reaps up to `max_jobs` leases expired at `now`, of one queue or of all, and cancels up to as
 /// many pending jobs expired by then; over all queues, makes the schedules' due ticks too. Returns
-/// the leases reaped. Expects the extension's schema on
-/// the search_path (SQL functions pin it; the background worker sets it).
-pub fn reap_expired(max_jobs: i32, queue_name: Option<&str>, now: TimestampWithTimeZone) -> spi::Result<i32> {
-    let reaped = robustly(Pass::Leases, max_jobs, queue_name, now)?;
+/// the leases reaped, and whether the ticks were made. Expects the extension's schema on the
+/// search_path (SQL functions pin it; the background worker sets it).
+pub fn reap_expired(max_jobs: i32, queue_name: Option<&str>, now: TimestampWithTimeZone) -> spi::Result<Reaped> {
+    let leases = robustly(Pass::Leases, max_jobs, queue_name, now)?;
     robustly(Pass::Expiry, max_jobs, queue_name, now)?;
-    // The schedules' ticks belong to the passes over every queue: jq_reap() and the background
-    // worker, not a claim's inline recovery of its own queue. In a subtransaction of their own,
-    // so that a tick pass that fails as a whole leaves the reaping done.
+    // The schedules' ticks belong to the passes over every queue: jq_reap(), the background
+    // worker and a claim's maintenance of its database, not a pass over one queue. In a
+    // subtransaction of their own, so that a tick pass that fails as a whole leaves the reaping done.
+    let mut ticked = false;
     if queue_name.is_none() {
-        if let Err(message) = in_subtransaction(|| super::schedules::tick(now)) {
-            if !TICKS_FAILED.replace(true) {
-                warning!("pg_jobqueue: the schedules' tick pass failed, and is tried again at every pass: {message}");
+        match in_subtransaction(|| super::schedules::tick(now)) {
+            Ok(_) => ticked = true,
+            Err(message) => {
+                if !TICKS_FAILED.replace(true) {
+                    warning!(
+                        "pg_jobqueue: the schedules' tick pass failed, and is tried again at every pass: {message}"
+                    );
+                }
             }
         }
     }
-    Ok(reaped)
+    Ok(Reaped { leases, ticked })
+}
+
+/// What a reap pass did.
+pub struct Reaped {
+    /// Expired leases reaped.
+    pub leases: i32,
+    /// Whether the schedules' due ticks were made.
+    pub ticked: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -167,30 +179,6 @@ fn run(
     Ok(i32::try_from(changed).expect("at most max_jobs rows"))
 }
 
-/// Inline recovery, for deployments with neither the background reaper nor pg_cron: a claim first
-/// reaps a few expired leases of its own queue, so a queue that has live workers always recovers.
-/// Skipped where a background reaper serves the database, and done at most once per
-/// `inline_reap_interval` per session and queue, which is all recovery needs.
-pub fn recover_inline(queue_name: &str, now: TimestampWithTimeZone) -> spi::Result<()> {
-    let max = guc::INLINE_REAP_MAX.get();
-    if max == 0 || guc::reaper_serves_this_database() || !inline_reap_due(queue_name) {
-        return Ok(());
-    }
-    reap_expired(max, Some(queue_name), now).map(|_| ())
-}
-
-fn inline_reap_due(queue_name: &str) -> bool {
-    let every = Duration::from_millis(guc::INLINE_REAP_INTERVAL_MS.get() as u64);
-    LAST_INLINE_REAP.with(|last| {
-        let mut last = last.borrow_mut();
-        if last.get(queue_name).is_some_and(|at| at.elapsed() < every) {
-            return false;
-        }
-        last.insert(queue_name.to_owned(), Instant::now());
-        true
-    })
-}
-
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]
 mod tests {
@@ -253,10 +241,11 @@ mod tests {
         assert_eq!(one::<i32>(&format!("SELECT attempt_count FROM jq_jobs WHERE id = {id}")), 2);
     }
 
-    /// Without a background reaper (this test server does not preload the library), a claim first
-    /// reaps expired leases of its own queue, and only of its own queue.
+    /// Without a background worker (this test server does not preload the library), a claim first
+    /// takes its database's due reap pass: the expired leases of every queue (README,
+    /// "Maintenance"), so a queue nobody claims from recovers too.
     #[pg_test]
-    fn a_claim_recovers_expired_leases_of_its_queue_without_a_reaper() {
+    fn a_claim_recovers_expired_leases_of_every_queue_without_a_reaper() {
         run("SET LOCAL pg_jobqueue.inline_reap_interval = 0");
         let stuck = enqueue("q");
         let other_queue = enqueue("other");
@@ -265,7 +254,7 @@ mod tests {
         sleep(1.1);
         assert_eq!(claim("q", "live-worker", "30 s"), None, "the reaped job waits out its backoff");
         assert_eq!(status(stuck), "pending");
-        assert_eq!(status(other_queue), "running", "another queue's lease is left to its own claimers");
+        assert_eq!(status(other_queue), "pending", "another queue's lease is reaped by the same pass");
         assert!(one::<bool>(&format!(
             "SELECT event = 'lease_expired' AND worker = 'dead-worker' FROM jq_job_events WHERE job_id = {stuck}"
         )));

@@ -28,6 +28,7 @@ const PRUNE_GRANTS: &str = include_str!("../../sql/queries/prune_grants.sql");
 const ATTACH_LOCK_TIMEOUT: &str = "1s";
 const TRUNCATE_LOCK_TIMEOUT: &str = "1s";
 const DROP_LOCK_TIMEOUT: &str = "100ms";
+const HOLD_COMPLETIONS: &str = "LOCK TABLE jq_job_history IN SHARE MODE";
 
 /// Deletes succeeded and cancelled jobs older than their queue's retention, with their events: whole
 /// expired days of history at once, then up to `max_jobs` more one by one. Returns how many; call it
@@ -58,10 +59,19 @@ pub fn prune(max_jobs: i32) -> spi::Result<i32> {
 /// day that cannot be made now (its lock was not granted in time, or the default partition holds
 /// jobs of that day) is left to the next prune; its jobs go to the default partition meanwhile.
 pub fn add_days(now: TimestampWithTimeZone) -> spi::Result<()> {
-    for (create, by_id, by_queue, attach) in
-        db::read_only_rows::<(String, String, String, String)>(DAYS_MISSING, &[now.into()])?
+    for (create, by_id, by_queue, attach, current) in
+        db::read_only_rows::<(String, String, String, String, bool)>(DAYS_MISSING, &[now.into()])?
     {
-        if let Err(why) = ddl(&[&create, &by_id, &by_queue, &attach], ATTACH_LOCK_TIMEOUT) {
+        // Today's day, made late (the first prune after install, or after days without one):
+        // completions in flight route today's jobs to the default partition, and one that does so
+        // after the ATTACH commits fails its partition check. So the attach first waits for the
+        // completions in flight and holds new ones off until it commits (SHARE conflicts with
+        // their ROW EXCLUSIVE); those then route to the new day. Days made ahead need no such lock.
+        let mut statements = vec![create.as_str(), &by_id, &by_queue, &attach];
+        if current {
+            statements.insert(0, HOLD_COMPLETIONS);
+        }
+        if let Err(why) = ddl(&statements, ATTACH_LOCK_TIMEOUT) {
             debug1!("pg_jobqueue: a day of history is not made yet: {why}");
         }
     }

@@ -21,7 +21,11 @@ fn jq_grants_changed<'a>(
     Ok(None)
 }
 
-extension_sql_file!("../../sql/schema/views.sql", name = "monitoring", requires = [jq_can_see, jq_has_right]);
+extension_sql_file!(
+    "../../sql/schema/views.sql",
+    name = "monitoring",
+    requires = [jq_can_see, jq_has_right, jq_maintenance_status]
+);
 
 /// `jq_can_see(queue_name)`: the row filter of the figures views.
 #[pg_extern(stable, parallel_safe, strict)]

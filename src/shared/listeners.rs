@@ -119,7 +119,6 @@ impl Entry {
 /// attaches shared memory, read-only afterwards.
 static mut HEADER: *mut Header = std::ptr::null_mut();
 static mut ENTRIES: *mut Entry = std::ptr::null_mut();
-static mut PREV_PROCESS_UTILITY: pg_sys::ProcessUtility_hook_type = None;
 
 thread_local! {
     /// The jq_ channels this session counts itself a listener of. A backend is one thread.
@@ -128,16 +127,6 @@ thread_local! {
     /// as a refusal once.
     static REFUSED: RefCell<HashSet<String>> = RefCell::new(HashSet::new());
     static EXIT_CALLBACK_REGISTERED: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Called while the library is preloaded: hooks utility statements to count listeners.
-pub fn init() {
-    // SAFETY: the postmaster is single-threaded while it loads preloaded libraries; the hook chains
-    // to the one it replaces.
-    unsafe {
-        PREV_PROCESS_UTILITY = pg_sys::ProcessUtility_hook;
-        pg_sys::ProcessUtility_hook = Some(count_listeners);
-    }
 }
 
 /// Room for every backend's listens at once, twice over.
@@ -312,23 +301,12 @@ pub fn may_have_listeners(queue_name: &str) -> bool {
     Key::of(queue_name).is_some_and(|key| count_of(header, entries, &key) > 0)
 }
 
-/// Counts LISTEN and UNLISTEN of `jq_` channels, then runs the statement as usual.
-#[pg_guard]
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C-unwind" fn count_listeners(
-    pstmt: *mut pg_sys::PlannedStmt,
-    query_string: *const std::ffi::c_char,
-    read_only_tree: bool,
-    context: pg_sys::ProcessUtilityContext::Type,
-    params: pg_sys::ParamListInfo,
-    query_env: *mut pg_sys::QueryEnvironment,
-    dest: *mut pg_sys::DestReceiver,
-    qc: *mut pg_sys::QueryCompletion,
-) {
-    // SAFETY: PostgreSQL passes a valid planned utility statement; each cast follows the node tag
-    // it was checked against, and channel names are NUL-terminated strings of the statement.
+/// Counts a LISTEN, UNLISTEN or DISCARD ALL of `jq_` channels before it runs (from the utility
+/// hook, `super::utility`).
+pub(super) fn before_utility(statement: *mut pg_sys::Node) {
+    // SAFETY: PostgreSQL passes a valid utility statement; each cast follows the node tag it was
+    // checked against, and channel names are NUL-terminated strings of the statement.
     unsafe {
-        let statement = (*pstmt).utilityStmt;
         if pgrx::is_a(statement, pg_sys::NodeTag::T_ListenStmt) {
             let channel = (*statement.cast::<pg_sys::ListenStmt>()).conditionname;
             start_counting(&CStr::from_ptr(channel).to_string_lossy());
@@ -341,19 +319,6 @@ unsafe extern "C-unwind" fn count_listeners(
         {
             // What a pooler sends between clients: it includes UNLISTEN *.
             unlisten_at_commit(None);
-        }
-        match PREV_PROCESS_UTILITY {
-            Some(prev) => prev(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
-            None => pg_sys::standard_ProcessUtility(
-                pstmt,
-                query_string,
-                read_only_tree,
-                context,
-                params,
-                query_env,
-                dest,
-                qc,
-            ),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! What backends share, when the library is preloaded: the wake-up slots (`wake`) and those of
 //! jobs awaited (`finish`), the counters (`counters`), the count of listeners (`listeners`), the
 //! claim fronts (`front`), what every table keyed by queues follows (`queue_key`: the seeded hash,
-//! the share rule, refusals), and the end-of-transaction hook they all use (`xact`). This module
+//! the share rule, refusals), the databases the background worker serves (`served`), the utility
+//! hook (`utility`), and the end-of-transaction hook they all use (`xact`). This module
 //! owns the server hooks: it asks for one block of shared memory for every part, and at startup
 //! hands each part its own piece. The parts never look each other up.
 //!
@@ -14,6 +15,8 @@ pub mod front;
 pub mod histogram;
 pub mod listeners;
 pub mod queue_key;
+pub mod served;
+pub mod utility;
 pub mod wake;
 pub mod xact;
 
@@ -35,7 +38,7 @@ pub fn init() {
         PREV_SHMEM_STARTUP = pg_sys::shmem_startup_hook;
         pg_sys::shmem_startup_hook = Some(attach);
     }
-    listeners::init();
+    utility::init();
 }
 
 #[pg_guard]
@@ -51,7 +54,8 @@ unsafe extern "C-unwind" fn request() {
                 + counters::shared_size()
                 + front::shared_size()
                 + finish::shared_size()
-                + queue_key::shared_size(),
+                + queue_key::shared_size()
+                + served::shared_size(),
         );
     }
 }
@@ -78,6 +82,8 @@ unsafe extern "C-unwind" fn attach() {
         front::attach(base, new);
         let (base, new) = part(c"pg_jobqueue finishes", finish::shared_size());
         finish::attach(base, new);
+        let (base, new) = part(c"pg_jobqueue served databases", served::shared_size());
+        served::attach(base, new);
         pg_sys::LWLockRelease(lock);
     }
 }

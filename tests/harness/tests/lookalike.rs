@@ -274,6 +274,7 @@ fn run_everything(
         plant("fresh");
         exercise(cluster, "fresh", errors);
         worker_passes(cluster, "fresh", errors);
+        claims_maintain(cluster, "fresh", errors);
     }
     // DROP EXTENSION runs statements of the extension too (its event trigger).
     plant("dropped");
@@ -693,6 +694,21 @@ fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
 
 /// The background worker's passes, each seen done: a lease reaped, a job past its deadline
 /// cancelled, a schedule's tick, and a prune that drops a day of history long past.
+/// With the worker turned off, a claim takes the database's maintenance passes (README,
+/// "Maintenance"), which then run from the claim's own statements.
+fn claims_maintain(cluster: &Cluster, db: &str, errors: &mut Vec<String>) {
+    let mut admin = Caller::new(cluster, db, "postgres");
+    admin.rows(errors, "ALTER SYSTEM SET pg_jobqueue.reaper_enabled = off");
+    admin.rows(errors, "SELECT pg_catalog.pg_reload_conf()");
+    // A session started after the reload reads the new setting.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut owner = Caller::new(cluster, db, "postgres");
+    owner.rows(errors, "SELECT * FROM jq_claim('inline', 'w')");
+    owner.rows(errors, "SELECT * FROM jq_maintenance");
+    admin.rows(errors, "ALTER SYSTEM RESET pg_jobqueue.reaper_enabled");
+    admin.rows(errors, "SELECT pg_catalog.pg_reload_conf()");
+}
+
 fn worker_passes(cluster: &Cluster, db: &str, errors: &mut Vec<String>) {
     let mut owner = Caller::new(cluster, db, "postgres");
     owner.rows(errors, "SELECT jq_enqueue('reaped', '{}')");

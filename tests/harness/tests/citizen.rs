@@ -1,0 +1,83 @@
+//! A good citizen of the cluster (README, "Maintenance" and "Set up"): with the library preloaded,
+//! a statement that calls no jq_* function fails exactly as it does on a server without the
+//! library, with every field a driver sees (SQLSTATE, message, DETAIL, HINT, CONTEXT, position,
+//! schema, table, column, constraint, and the server's file, line and routine), in a database with
+//! the extension and in one without. PostgreSQL's own regression suite checks the same at length
+//! (`make test-pgsuite`); these are the cases, one per field, a reader can run.
+
+use std::io::Write;
+
+use jq_harness::{Client, Cluster};
+
+const SETUP: &str = "CREATE TABLE t (a int PRIMARY KEY, b int);
+                     INSERT INTO t VALUES (1, 1), (2, 1);
+                     CREATE VIEW v AS SELECT * FROM t;";
+
+/// Utility statements that fail, each for one field of the error (or more).
+const FAILING: &[&str] = &[
+    // SQLSTATE and message.
+    "CREATE TABLE t (a int)",
+    // DETAIL, schema, table and constraint names.
+    "CREATE UNIQUE INDEX t_b ON t (b)",
+    // DETAIL and HINT.
+    "DROP TABLE t",
+    // HINT.
+    "ALTER TABLE t ALTER COLUMN b TYPE date",
+    // Table and constraint names.
+    "ALTER TABLE t ADD CONSTRAINT b_big CHECK (b > 5)",
+    // Position.
+    "CREATE TABLE u (a no_such_type)",
+    "EXPLAIN SELECT no_such_column FROM t",
+    "CALL no_such_procedure()",
+    // CONTEXT, from PL/pgSQL, with DETAIL and HINT of the user's own.
+    "DO $$ BEGIN RAISE EXCEPTION 'mine' USING DETAIL = 'its detail', HINT = 'its hint'; END $$",
+    // CONTEXT, from an EXECUTE of a prepared statement with a bad parameter.
+    "PREPARE p(int) AS SELECT $1; EXECUTE p('x')",
+    "VACUUM no_such_table",
+    "CREATE DATABASE postgres",
+    "DROP DATABASE no_such_database",
+    "ALTER DATABASE no_such_database RENAME TO another",
+    "CREATE DATABASE copy TEMPLATE no_such_database",
+];
+
+/// Every field of each statement's error, as the driver received it.
+fn errors(client: &mut Client) -> Vec<String> {
+    client.batch_execute(SETUP).unwrap();
+    let mut seen: Vec<String> = FAILING
+        .iter()
+        .map(|statement| {
+            let error = client.batch_execute(statement).expect_err(statement);
+            format!("{statement}: {:?}", error.as_db_error().expect("a server error"))
+        })
+        .collect();
+    // CONTEXT from COPY, with a bad row.
+    let mut copy = client.copy_in("COPY t FROM STDIN").unwrap();
+    copy.write_all(b"3\tnot a number\n").unwrap();
+    let error = copy.finish().expect_err("the row is refused");
+    seen.push(format!("COPY: {:?}", error.as_db_error().expect("a server error")));
+    client.batch_execute("DROP VIEW v; DROP TABLE t; DEALLOCATE ALL").unwrap();
+    seen
+}
+
+fn connect_to(cluster: &Cluster, database: &str) -> Client {
+    let dsn = cluster.dsn().replace("dbname=postgres", &format!("dbname={database}"));
+    Client::connect(&dsn, postgres::NoTls).expect("connect to the database")
+}
+
+#[test]
+fn utility_errors_are_the_servers_own_with_every_field() {
+    let plain = Cluster::start_without_extension(&[]);
+    let expected = errors(&mut plain.connect());
+    drop(plain);
+
+    // The extension in postgres, served by its worker; none in other.
+    let preloaded = Cluster::start_with(&["shared_preload_libraries = 'pg_jobqueue'"]);
+    preloaded.connect().batch_execute("CREATE DATABASE other").unwrap();
+    for database in ["postgres", "other"] {
+        let seen = errors(&mut connect_to(&preloaded, database));
+        for (want, got) in expected.iter().zip(&seen) {
+            assert_eq!(got, want, "in database {database}, the error changed");
+        }
+        assert_eq!(seen.len(), expected.len());
+    }
+}
