@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all setup setup-build build install install-release lint test test-unit test-regress test-isolation test-integration test-cluster test-package test-readme package demo soak bench bench-quick bench-cluster bench-claim bench-profile bench-reap bench-schema clean
+.PHONY: all setup setup-build build install install-release lint test test-unit test-regress test-pgsuite test-isolation test-integration test-cluster test-package test-readme package demo soak bench bench-quick bench-cluster bench-claim bench-profile bench-reap bench-schema clean
 
 all: build
 
@@ -34,8 +34,8 @@ install-release: setup-build
 package: setup-build
 	@scripts/package.sh
 
-# Every test layer: #[pg_test] unit and plan tests, pg_regress files, isolation specs,
-# multi-connection tests.
+# Every test layer: #[pg_test] unit and plan tests, pg_regress files, PostgreSQL's own regression
+# suite with and without preloading, isolation specs, multi-connection tests.
 test: setup install
 	@scripts/test.sh all
 
@@ -48,6 +48,11 @@ test-unit: setup install
 
 test-regress: setup install
 	@scripts/test.sh regress
+
+# PostgreSQL's own regression suite, without the library preloaded and with it: preloading must
+# change no test (scripts/pgsuite.sh; setup fetches and builds the suite once per machine).
+test-pgsuite: setup install
+	@scripts/test.sh pgsuite
 
 test-isolation: setup install
 	@scripts/test.sh isolation

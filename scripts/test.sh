@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the test layers: `lint` (formatting, clippy, code rules: scripts/lint.sh), `unit` (#[pg_test]
 # inside a pgrx-managed server), `regress` (pg_regress: SQL
-# files and their expected output), `isolation` (PostgreSQL's isolation tester), `integration`
+# files and their expected output), `pgsuite` (PostgreSQL's own regression suite, without the
+# library preloaded and with it: scripts/pgsuite.sh), `isolation` (PostgreSQL's isolation tester), `integration`
 # (several connections to real throwaway servers), `cluster` (the part of `integration` with
 # several servers: failover to a streaming standby, and the router over three servers), `package` (the Debian packages, installed with
 # dpkg and removed again), `readme` (every SQL example of README.md, with its output), or `all`.
@@ -46,9 +47,11 @@ regress() {
   local pgxs=/usr/lib/postgresql/15/lib/pgxs/src/test/regress
   # The schedule fixes the order (setup, which creates the extension, first); a file it does not
   # list would never run, so such a file fails the layer.
+  # utility_errors runs on its own, twice (below).
   local name missing=()
   for name in tests/pg_regress/sql/*.sql; do
     name=$(basename "$name" .sql)
+    [ "$name" = utility_errors ] && continue
     grep -qx "test: $name" tests/pg_regress/schedule || missing+=("$name")
   done
   if [ "${#missing[@]}" -ne 0 ]; then
@@ -67,6 +70,22 @@ regress() {
       --bindir=/usr/lib/postgresql/15/bin --inputdir="$work" --outputdir="$work" \
       --no-locale --encoding=UTF8 --schedule="$work/schedule") 2>&1 | tee "$work/summary" || status=$?
   [ -f "$work/regression.diffs" ] && cat "$work/regression.diffs"
+  # Utility errors must be the server's own, field for field, whether the library is preloaded or
+  # not: the same file and the same expected output on a server without it, then on one that
+  # preloads it (whose worker then serves the test database).
+  printf "%s\n" "shared_preload_libraries = 'pg_jobqueue'" "pg_jobqueue.reaper_interval = '100ms'" \
+    > "$work/preload.conf"
+  local config
+  for config in none preload; do
+    local extra=()
+    [ "$config" = preload ] && extra=(--temp-config="$work/preload.conf")
+    rm -rf "$work/instance"
+    (cd "$work" && "${run[@]}" "$pgxs/pg_regress" --temp-instance="$work/instance" "${extra[@]}" \
+        --bindir=/usr/lib/postgresql/15/bin --inputdir="$work" --outputdir="$work/$config" \
+        --no-locale --encoding=UTF8 utility_errors) 2>&1 | sed "s/utility_errors/utility_errors ($config)/" \
+        | tee -a "$work/summary" || status=$?
+    [ -f "$work/$config/regression.diffs" ] && cat "$work/$config/regression.diffs"
+  done
   # pg_regress prints ok/FAILED per file; count them for the closing line.
   local passed failed
   passed=$(grep -cE '^test .* \.\.\. ok' "$work/summary" || true)
@@ -77,6 +96,14 @@ regress() {
     return "$status"
   fi
   rm -rf "$work"
+}
+
+# PostgreSQL's own regression suite on a server without the library preloaded and on one with it
+# and its worker serving the suite's database: preloading must change no test's outcome
+# (scripts/pgsuite.sh, which prints its own closing line).
+pgsuite() {
+  echo "== PostgreSQL's regression suite, without and with the library preloaded (scripts/pgsuite.sh)"
+  scripts/pgsuite.sh 2>&1 | tee -a "$log"
 }
 
 # PostgreSQL's isolation tester: sessions, steps and permutations with expected output
@@ -154,9 +181,10 @@ case "$layer" in
   package) timed package ;;
   readme) timed readme ;;
   regress) timed regress ;;
+  pgsuite) timed pgsuite ;;
   isolation) timed isolation ;;
-  all) timed lint; timed unit; timed regress; timed isolation; timed readme; timed integration; timed package ;;
-  *) echo "usage: test.sh lint|unit|regress|isolation|readme|integration|cluster|package|all" >&2; exit 2 ;;
+  all) timed lint; timed unit; timed regress; timed pgsuite; timed isolation; timed readme; timed integration; timed package ;;
+  *) echo "usage: test.sh lint|unit|regress|pgsuite|isolation|readme|integration|cluster|package|all" >&2; exit 2 ;;
 esac
 # One closing line for every layer together, summed from cargo's per-binary results.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) } }
