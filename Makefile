@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all setup setup-build build install install-release lint test test-unit test-regress test-pgsuite test-isolation test-integration test-cluster test-package test-readme package demo soak bench bench-quick bench-cluster bench-claim bench-profile bench-reap bench-schema clean
+.PHONY: all setup setup-build build install install-release lint test test-unit test-regress test-pgsuite test-isolation test-integration test-cluster test-package test-readme package demo soak bench bench-quick bench-cluster bench-claim bench-profile bench-reap bench-schema bench-upgrade clean
 
 all: build
 
@@ -109,6 +109,13 @@ bench-profile: setup install-release
 # How soon the background reaper reaps an expired lease; see bench/reap_latency.sh.
 bench-reap: setup install
 	@bench/reap_latency.sh
+
+# What ALTER EXTENSION pg_jobqueue UPDATE from 0.2.0 costs a database of JOBS jobs while clients call:
+# time, locks, WAL, what the clients see (bench/upgrade_cost.py; make bench-upgrade JOBS=200000).
+# The debug build: the update's work is its script's SQL.
+JOBS ?= 1000000
+bench-upgrade: setup install
+	@/usr/bin/python3 bench/upgrade_cost.py --jobs $(JOBS)
 
 demo: setup install
 	@scripts/demo.sh

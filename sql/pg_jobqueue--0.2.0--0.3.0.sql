@@ -8,6 +8,11 @@
 -- hot table and a partitioned history (README, "Storage"). Jobs and leases stay.
 \echo Use "ALTER EXTENSION pg_jobqueue UPDATE TO '0.3.0'" to load this file. \quit
 
+-- Every lock the update needs, taken first: it waits for running calls and readers of the figures
+-- views to finish, rather than meeting them halfway (a reader of jq_queue_stats already waiting when
+-- the view is replaced made the update the deadlock's victim, after all its work).
+LOCK TABLE jq_queues, jq_jobs, jq_job_events, jq_queue_stats, jq_queue_health IN ACCESS EXCLUSIVE MODE;
+
 -- Rights per queue (README, "Security"): a role holds `privilege` on every queue named `queue`, or,
 -- when `queue` ends in '*', on every queue whose name starts with what comes before it ('*' alone:
 -- every queue). Written by jq_grant and jq_revoke; a statement trigger (sql/schema/rights.sql) tells every
@@ -61,7 +66,7 @@ CREATE  FUNCTION "jq_enqueue"(
 VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, @extschema@, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'jq_enqueue_wrapper';
+AS 'MODULE_PATHNAME', 'jq_enqueue_job_wrapper';
 
 CREATE  FUNCTION "jq_enqueue_batch"(
 	"queue_name" TEXT, /* Option < & str > */
@@ -75,7 +80,7 @@ CREATE  FUNCTION "jq_enqueue_batch"(
 VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, @extschema@, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'jq_enqueue_batch_wrapper';
+AS 'MODULE_PATHNAME', 'jq_enqueue_jobs_wrapper';
 
 CREATE  FUNCTION "jq_complete"(
 	"job_id" bigint, /* Option < i64 > */
@@ -86,7 +91,7 @@ CREATE  FUNCTION "jq_complete"(
 VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, @extschema@, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'jq_complete_wrapper';
+AS 'MODULE_PATHNAME', 'jq_complete_job_wrapper';
 
 CREATE  FUNCTION "jq_complete_batch"(
 	"job_ids" bigint[], /* :: std :: option :: Option < Vec < Option < i64 > > > */
@@ -99,7 +104,7 @@ CREATE  FUNCTION "jq_complete_batch"(
 VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, @extschema@, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'jq_complete_batch_wrapper';
+AS 'MODULE_PATHNAME', 'jq_complete_jobs_wrapper';
 
 -- The functions that are new in 0.3.0.
 CREATE  FUNCTION "jq_maintenance_status"() RETURNS TABLE (

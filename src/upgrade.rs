@@ -36,3 +36,30 @@ fn jq_claim(
 > {
     jq_claim_wait(queue_name, worker, lease, batch_size, None)
 }
+
+/// jq_enqueue, jq_enqueue_batch, jq_complete and jq_complete_batch as 0.1.0 and 0.2.0 declared
+/// them: 0.3.0 added trailing arguments their definitions do not pass. Until ALTER EXTENSION
+/// UPDATE replaces those definitions, a call answers as every other verb does over an older
+/// schema (55000), reading none of its arguments.
+#[pg_extern(sql = false, volatile, parallel_unsafe)]
+fn jq_enqueue() -> i64 {
+    crate::error::update_needed()
+}
+
+/// See `jq_enqueue` above.
+#[pg_extern(sql = false, volatile, parallel_unsafe)]
+fn jq_enqueue_batch() -> Vec<i64> {
+    crate::error::update_needed()
+}
+
+/// See `jq_enqueue` above.
+#[pg_extern(sql = false, volatile, parallel_unsafe)]
+fn jq_complete() -> bool {
+    crate::error::update_needed()
+}
+
+/// See `jq_enqueue` above.
+#[pg_extern(sql = false, volatile, parallel_unsafe)]
+fn jq_complete_batch() -> Vec<i64> {
+    crate::error::update_needed()
+}

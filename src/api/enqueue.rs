@@ -20,10 +20,12 @@ const REGISTER: &str = include_str!("../../sql/queries/queue_register.sql");
 /// Enqueues one job and returns its id. With a dedup key held by a live (pending or running) job of
 /// the queue, returns that job's id and inserts nothing. A job not claimed before `expires_at` ends
 /// cancelled, EXPIRED (README, "Snooze and deadlines").
-#[pg_extern(volatile, parallel_unsafe)]
+// Its C symbol is new in 0.3.0, whose arguments 0.2.0's definition lacks: `upgrade::jq_enqueue`
+// keeps the old one.
+#[pg_extern(name = "jq_enqueue", volatile, parallel_unsafe)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 #[allow(clippy::too_many_arguments)]
-fn jq_enqueue(
+fn jq_enqueue_job(
     queue_name: Option<&str>,
     payload: Option<Payload>,
     priority: default!(Option<i32>, 0),
@@ -117,9 +119,10 @@ pub(crate) fn insert(db: &mut db::Session, job: &NewJob, now: TimestampWithTimeZ
 }
 
 /// Enqueues many jobs in one statement; returns their ids in input order.
-#[pg_extern(volatile, parallel_unsafe)]
+// A new C symbol, as for jq_enqueue.
+#[pg_extern(name = "jq_enqueue_batch", volatile, parallel_unsafe)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
-fn jq_enqueue_batch(
+fn jq_enqueue_jobs(
     queue_name: Option<&str>,
     payloads: Option<Vec<Option<Payload>>>,
     priority: default!(Option<i32>, 0),

@@ -76,9 +76,11 @@ fn jq_heartbeat(
 }
 
 /// Completes the job, keeping `result` with it in the history (README, "Results and waiting").
-#[pg_extern(volatile, parallel_unsafe)]
+// Its C symbol is new in 0.3.0, whose `result` 0.2.0's definition lacks: `upgrade::jq_complete`
+// keeps the old one.
+#[pg_extern(name = "jq_complete", volatile, parallel_unsafe)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
-fn jq_complete(
+fn jq_complete_job(
     job_id: Option<i64>,
     worker: Option<&str>,
     lease_token: Option<i64>,
@@ -124,9 +126,10 @@ fn micros(at: TimestampWithTimeZone) -> i64 {
 /// jq_complete for a batch, in one statement: `lease_tokens[i]` is the token of `job_ids[i]`, and
 /// `results[i]` (if given) its result. Each job is completed under jq_complete's guard; returns the
 /// ids it completed, in no particular order.
-#[pg_extern(volatile, parallel_unsafe)]
+// A new C symbol, as for jq_complete.
+#[pg_extern(name = "jq_complete_batch", volatile, parallel_unsafe)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
-fn jq_complete_batch(
+fn jq_complete_jobs(
     job_ids: Option<Vec<Option<i64>>>,
     worker: Option<&str>,
     lease_tokens: Option<Vec<Option<i64>>>,

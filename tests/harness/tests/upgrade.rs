@@ -6,7 +6,7 @@
 //! release; so the jobs of before the upgrade are written here as that release's functions left
 //! them (`jobs_as_0_2_0`), leases included.
 
-use jq_harness::{text_rows, Client, Cluster};
+use jq_harness::{text_rows, wait_until, Client, Cluster};
 
 /// Writes into the `jq_jobs` table of 0.1.0 or 0.2.0 (the same table) jobs of `queue` in every
 /// state, as those releases' functions left them: five succeeded, one succeeded after a failure,
@@ -298,4 +298,264 @@ fn an_upgrade_from_0_2_0_moves_every_job_into_the_new_layout() {
     new.batch_execute("UPDATE jq_job_history SET finished_at = finished_at - interval '8 days' WHERE id < 7").unwrap();
     let pruned: i32 = new.query_one("SELECT jq_prune()", &[]).unwrap().get(0);
     assert_eq!(pruned, 6);
+}
+
+/// What a client call answers while the SQL definitions of 0.2.0 are in place, as the README's
+/// "Upgrading" says, call by call: 55000, saying what to do. That holds also for the functions
+/// whose argument lists 0.3.0 extended, whose 0.2.0 definitions call the C symbols
+/// `src/upgrade.rs` keeps, and for a call made as the update commits: the commit makes the new
+/// definitions visible a moment before it tells the other sessions to forget that theirs were older.
+fn answers_under_0_2_0(call: &str) -> &'static [&'static str] {
+    const OLDER: &str = "55000 pg_jobqueue's SQL objects in this database are older than its library \
+                         (Run ALTER EXTENSION pg_jobqueue UPDATE in this database.)";
+    match call {
+        "jq_claim" | "jq_heartbeat" | "jq_complete" | "jq_enqueue" => &[OLDER],
+        _ => unreachable!("no client here calls {call}"),
+    }
+}
+
+/// What one client thread saw: every failed call, by whether it began before or after
+/// `ALTER EXTENSION ... UPDATE` returned, and what its calls did.
+#[derive(Default)]
+struct Seen {
+    /// (function, "SQLSTATE message (detail)") of calls begun before the update returned.
+    before: Vec<(&'static str, String)>,
+    /// The same for calls begun after it: there must be none.
+    after: Vec<(&'static str, String)>,
+    /// Jobs this worker claimed and completed.
+    completed: Vec<i64>,
+    /// Of the two leases it held from before the update: what renewing the first returned (the
+    /// first call not refused), then completing it; and what completing the second returned.
+    renewed: Option<bool>,
+    renewed_completed: Option<bool>,
+    completed_at_once: Option<bool>,
+    /// Jobs this producer enqueued.
+    enqueued: Vec<i64>,
+}
+
+impl Seen {
+    fn note(&mut self, call: &'static str, after: bool, error: &postgres::Error) {
+        let db = error.as_db_error().unwrap_or_else(|| panic!("{call}: not an answer of the server: {error}"));
+        let seen = format!("{} {} ({})", db.code().code(), db.message(), db.detail().unwrap_or(""));
+        if after { &mut self.after } else { &mut self.before }.push((call, seen));
+    }
+}
+
+/// README, "Upgrading", on a preloaded server whose background worker serves the database, with
+/// clients calling throughout. The library installed is already the current one, as after the
+/// procedure's first two steps (install, restart), so the sessions here run against 0.2.0's SQL
+/// definitions until the update commits and against 0.3.0's after it, without reconnecting. Four
+/// workers each hold two leases taken under 0.2.0 (one to renew, one to complete) and claim and
+/// complete the queue's jobs; a producer enqueues; a lease that expired before the update waits in a
+/// queue nobody claims from.
+///
+/// Until the update commits, each call fails as the README says (`answers_under_0_2_0`) and writes
+/// nothing. After it, every session carries on: the leases from before are renewed and completed
+/// with their tokens, the 0.2.0 jobs and those enqueued since are each granted and completed once
+/// (none lost, none twice), another queue's jobs are as they were, and the background worker reaps
+/// the expired lease (nothing else does: claims do not reap here, and nobody calls jq_reap).
+#[test]
+fn an_update_under_running_workers_loses_no_job() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    let cluster = Cluster::start_with(&[
+        "shared_preload_libraries = 'pg_jobqueue'",
+        "pg_jobqueue.reaper_databases = 'postgres, upgraded'",
+        // No claim reaps, so only the background worker can reap the lease that expired before.
+        "pg_jobqueue.inline_reap_max = 0",
+    ]);
+    cluster.connect().batch_execute("CREATE DATABASE upgraded").unwrap();
+    let dsn = cluster.dsn().replace("dbname=postgres", "dbname=upgraded");
+    let mut old = postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
+    old.batch_execute("CREATE EXTENSION pg_jobqueue VERSION '0.2.0'").unwrap();
+    let kept_leases = jobs_as_0_2_0(&mut old, "kept");
+    old.batch_execute(
+        "INSERT INTO jq_jobs (queue_name, payload, available_at, max_attempts, created_at)
+         SELECT 'work', jsonb_build_object('n', n), now(), 8, now() FROM generate_series(1, 200) AS n;
+         INSERT INTO jq_jobs (queue_name, payload, status, available_at, attempt_count, max_attempts, lease_owner,
+                              lease_token, lease_expires_at, lease_length, claimed_at, created_at)
+         SELECT 'work', '{\"held\": true}', 'running', now(), 1, 8, 'worker-' || w, 3, now() + interval '1 hour',
+                interval '1 hour', now(), now()
+         FROM generate_series(0, 3) AS w, generate_series(1, 2) AS lease;
+         INSERT INTO jq_jobs (queue_name, payload, status, available_at, attempt_count, max_attempts, lease_owner,
+                              lease_token, lease_expires_at, lease_length, claimed_at, created_at)
+         VALUES ('abandoned', '{}', 'running', now() - interval '2 minutes', 1, 8, 'lost', 5,
+                 now() - interval '1 minute', interval '1 minute', now() - interval '2 minutes', now());",
+    )
+    .unwrap();
+    let ids = |c: &mut Client, sql: &str| -> Vec<i64> { c.query(sql, &[]).unwrap().iter().map(|r| r.get(0)).collect() };
+    let jobs_before = ids(&mut old, "SELECT id FROM jq_jobs ORDER BY id");
+    let work_before = ids(&mut old, "SELECT id FROM jq_jobs WHERE queue_name = 'work' ORDER BY id");
+    let kept_before = text_rows(&mut old, "SELECT j::text FROM jq_jobs j WHERE queue_name = 'kept' ORDER BY id");
+    let abandoned: i64 = old.query_one("SELECT id FROM jq_jobs WHERE queue_name = 'abandoned'", &[]).unwrap().get(0);
+
+    let (updated, producing, working) =
+        (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(true)), Arc::new(AtomicBool::new(true)));
+    // Calls each thread has had refused, and jobs enqueued after the update.
+    let refusals: Vec<Arc<AtomicUsize>> = (0..5).map(|_| Arc::new(AtomicUsize::new(0))).collect();
+    let produced = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..4)
+        .map(|w| {
+            let (dsn, updated, working, refused) = (dsn.clone(), updated.clone(), working.clone(), refusals[w].clone());
+            let name = format!("worker-{w}");
+            let held: Vec<(i64, i64)> = old
+                .query("SELECT id, lease_token FROM jq_jobs WHERE lease_owner = $1 ORDER BY id", &[&name])
+                .unwrap()
+                .iter()
+                .map(|row| (row.get(0), row.get(1)))
+                .collect();
+            let (renew, complete) = (held[0], held[1]);
+            std::thread::spawn(move || {
+                let mut client = postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
+                let mut seen = Seen::default();
+                while working.load(SeqCst) {
+                    let after = updated.load(SeqCst);
+                    let failed_before = seen.before.len();
+                    if seen.renewed != Some(true) {
+                        match client.query_one("SELECT jq_heartbeat($1, $2, $3)", &[&renew.0, &name, &renew.1]) {
+                            Ok(row) => seen.renewed = Some(row.get(0)),
+                            Err(e) => seen.note("jq_heartbeat", after, &e),
+                        }
+                    } else if seen.renewed_completed.is_none() {
+                        match client.query_one("SELECT jq_complete($1, $2, $3)", &[&renew.0, &name, &renew.1]) {
+                            Ok(row) => seen.renewed_completed = Some(row.get(0)),
+                            Err(e) => seen.note("jq_complete", after, &e),
+                        }
+                    }
+                    if seen.completed_at_once.is_none() {
+                        match client.query_one("SELECT jq_complete($1, $2, $3)", &[&complete.0, &name, &complete.1]) {
+                            Ok(row) => seen.completed_at_once = Some(row.get(0)),
+                            Err(e) => seen.note("jq_complete", after, &e),
+                        }
+                    }
+                    match client.query("SELECT id, lease_token FROM jq_claim('work', $1, batch_size => 5)", &[&name]) {
+                        Ok(rows) => {
+                            for row in rows {
+                                let (id, token): (i64, i64) = (row.get(0), row.get(1));
+                                match client.query_one("SELECT jq_complete($1, $2, $3)", &[&id, &name, &token]) {
+                                    Ok(done) if done.get::<_, bool>(0) => seen.completed.push(id),
+                                    Ok(_) => seen.after.push(("jq_complete", format!("job {id} refused"))),
+                                    Err(e) => seen.note("jq_complete", after, &e),
+                                }
+                            }
+                        }
+                        Err(e) => seen.note("jq_claim", after, &e),
+                    }
+                    refused.fetch_add(seen.before.len() - failed_before, SeqCst);
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                seen
+            })
+        })
+        .collect();
+    let producer = {
+        let (dsn, updated, producing, refused, produced) =
+            (dsn.clone(), updated.clone(), producing.clone(), refusals[4].clone(), produced.clone());
+        std::thread::spawn(move || {
+            let mut client = postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
+            let mut seen = Seen::default();
+            while producing.load(SeqCst) {
+                let after = updated.load(SeqCst);
+                match client.query_one("SELECT jq_enqueue('work', '{\"produced\": true}')", &[]) {
+                    Ok(row) => {
+                        seen.enqueued.push(row.get(0));
+                        if after {
+                            produced.fetch_add(1, SeqCst);
+                        }
+                    }
+                    Err(e) => {
+                        seen.note("jq_enqueue", after, &e);
+                        refused.fetch_add(1, SeqCst);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            seen
+        })
+    };
+
+    // Every thread has run against the definitions of 0.2.0 before the update starts.
+    wait_until("every client has had calls refused", || refusals.iter().all(|r| r.load(SeqCst) >= 3));
+    old.batch_execute("ALTER EXTENSION pg_jobqueue UPDATE").unwrap();
+    updated.store(true, SeqCst);
+    wait_until("the producer has enqueued 20 jobs after the update", || produced.load(SeqCst) >= 20);
+    producing.store(false, SeqCst);
+    let producer = producer.join().unwrap();
+    let mut new = postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
+    wait_until("the workers have drained the queue", || {
+        ids(&mut new, "SELECT id FROM jq_jobs WHERE queue_name = 'work' AND status <> 'succeeded'").is_empty()
+    });
+    working.store(false, SeqCst);
+    let workers: Vec<Seen> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+
+    // Each thread's first call of each function was made before the update began, and answered as
+    // the README says of the old definitions; later ones may have been made as it committed.
+    let mut called = std::collections::BTreeSet::new();
+    for seen in workers.iter().chain([&producer]) {
+        assert!(seen.after.is_empty(), "a call made after the update failed: {:?}", seen.after);
+        let mut first = std::collections::BTreeSet::new();
+        for (call, refused) in &seen.before {
+            let answers = answers_under_0_2_0(call);
+            if first.insert(*call) {
+                assert_eq!(refused, answers[0], "the first {call} under 0.2.0's definitions");
+            }
+            assert!(answers.contains(&refused.as_str()), "{call} under 0.2.0's definitions: {refused}");
+        }
+        called.extend(first);
+    }
+    assert_eq!(called, ["jq_claim", "jq_complete", "jq_enqueue", "jq_heartbeat"].into(), "each call was refused");
+    for (w, seen) in workers.iter().enumerate() {
+        let held = (seen.renewed, seen.renewed_completed, seen.completed_at_once);
+        assert_eq!(
+            held,
+            (Some(true), Some(true), Some(true)),
+            "worker-{w}'s leases from before the update, by their tokens"
+        );
+    }
+    let held = text_rows(
+        &mut new,
+        "SELECT status || ' ' || lease_token || ' ' || attempt_count FROM jq_jobs WHERE payload = '{\"held\": true}'",
+    );
+    assert_eq!(held, ["succeeded 3 1"; 8]);
+
+    // Every job of the queue, from before and since, was granted once and completed once.
+    let mut completed: Vec<i64> = workers.iter().flat_map(|s| s.completed.iter().copied()).collect();
+    completed.sort_unstable();
+    let granted = completed.len();
+    completed.dedup();
+    assert_eq!(completed.len(), granted, "a job was granted twice");
+    let held_ids = ids(&mut new, "SELECT id FROM jq_jobs WHERE payload = '{\"held\": true}'");
+    let mut expected: Vec<i64> =
+        work_before.iter().chain(&producer.enqueued).copied().filter(|id| !held_ids.contains(id)).collect();
+    expected.sort_unstable();
+    assert_eq!(completed, expected, "every job of the queue was completed, and no other");
+    let claimed_again = ids(&mut new, "SELECT id FROM jq_jobs WHERE queue_name = 'work' AND attempt_count <> 1");
+    assert!(claimed_again.is_empty(), "jobs claimed more than once: {claimed_again:?}");
+    let jobs_after = ids(&mut new, "SELECT id FROM jq_jobs ORDER BY id");
+    let mut jobs_expected: Vec<i64> = jobs_before.iter().chain(&producer.enqueued).copied().collect();
+    jobs_expected.sort_unstable();
+    assert_eq!(jobs_after, jobs_expected, "no job lost, none there twice");
+
+    // The other queues as 0.2.0 left them; their leases complete now.
+    let kept_after = text_rows(
+        &mut new,
+        "SELECT (id, queue_name, payload, status, priority, available_at, attempt_count, max_attempts, lease_owner,
+                 lease_token, lease_expires_at, lease_length, claimed_at, run_deadline, last_error_code,
+                 last_error_message, dedup_key, ordering_key, created_at, finished_at)::text
+         FROM jq_jobs WHERE queue_name = 'kept' ORDER BY id",
+    );
+    assert_eq!(kept_after, kept_before);
+    for (id, token) in &kept_leases {
+        assert!(new.query_one("SELECT jq_complete($1, 'holder', $2)", &[id, token]).unwrap().get::<_, bool>(0));
+    }
+    // The background worker serves the upgraded database again.
+    wait_until("the background worker reaps the lease that expired before the update", || {
+        !ids(
+            &mut new,
+            &format!("SELECT job_id FROM jq_job_events WHERE job_id = {abandoned} AND event = 'lease_expired'"),
+        )
+        .is_empty()
+    });
 }
