@@ -381,7 +381,9 @@ fn passes(
         return Outcome::Done(());
     }
     *last_prune = Some(Instant::now());
-    let pruned = run_pass("prune", Some(("jq_prune", refused)), || retention::prune(guc::REAPER_MAX_JOBS.get()));
+    let pruned = run_pass("prune", Some(("jq_prune", refused)), || {
+        retention::prune(guc::REAPER_MAX_JOBS.get(), retention::By::Maintenance)
+    });
     let Outcome::Done(pruned) = pruned else { return pruned.nothing() };
     ran(slot, Pass::Prune);
     ran(slot, Pass::Partitions);

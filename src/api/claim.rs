@@ -97,7 +97,7 @@ fn claim_waiting(
             rights::require(queue_name, Privilege::Consume);
             claim_now(queue_name, worker, lease, batch_size, true, now)
         })?;
-        maintenance::inline(clock::now())?;
+        maintenance::inline(queue_name, clock::now())?;
         Ok(jobs)
     })
 }
@@ -123,7 +123,7 @@ fn claim_now(
     // a look that sleeps must hold no lock and no transaction id, so a waiting claim takes its
     // share as it returns (`claim_waiting`).
     if !waiting {
-        maintenance::inline(now)?;
+        maintenance::inline(queue_name, now)?;
     }
     let floor = match tokens::known_floor()? {
         Some(floor) => floor,

@@ -8,7 +8,8 @@
 //! whole database whatever the number of sessions: `inline`. `jq_maintenance` says which, and
 //! whether a pass is overdue.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use pgrx::datum::{DatumWithOid, Interval, TimestampWithTimeZone};
@@ -33,14 +34,36 @@ const SLACK_MICROS: i64 = 10_000_000;
 thread_local! {
     /// When this session last asked whether a pass was due. A backend is one thread.
     static LAST_LOOK: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// When this session last reaped each queue on its own (a claim in a transaction block).
+    static LAST_QUEUE_REAP: RefCell<HashMap<String, Instant>> = RefCell::new(HashMap::new());
 }
 
-/// A claim's share of the maintenance, where no worker serves the database: the passes due at
-/// `now`, each taken by one session only. Asked at most once per `inline_reap_interval` per
-/// session; off while `inline_reap_max` is 0.
-pub fn inline(now: TimestampWithTimeZone) -> spi::Result<()> {
+/// A claim's share of the maintenance, where no worker serves the database. Off while
+/// `inline_reap_max` is 0. Asked at most once per `inline_reap_interval` per session.
+///
+/// A claim that is its own transaction (no BEGIN around it), in READ COMMITTED, takes the passes
+/// due at `now` for the whole database, each taken by one session only; its transaction ends with
+/// the call, so nothing it locks (a pass's row, a partition being made) outlives it. A claim inside
+/// a transaction block reaps only its own queue's expired leases: the rest would stay locked until
+/// the client commits, which may be long, and holding a pass that long would stop it for every
+/// other session. (In REPEATABLE READ or SERIALIZABLE it takes no pass: a pass row another session
+/// marked since its snapshot would fail the claim with a serialization error, for work that is not
+/// the claim's.)
+pub fn inline(queue_name: &str, now: TimestampWithTimeZone) -> spi::Result<()> {
     let max = guc::INLINE_REAP_MAX.get();
-    if max == 0 || worker_maintains() || !look_due() {
+    if max == 0 || worker_maintains() {
+        return Ok(());
+    }
+    // SAFETY: plain reads of this backend's transaction state.
+    let (in_block, read_committed) =
+        unsafe { (pg_sys::IsTransactionBlock(), pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32) };
+    if in_block {
+        if queue_reap_due(queue_name) {
+            reap::reap_expired(max, Some(queue_name), now)?;
+        }
+        return Ok(());
+    }
+    if !read_committed || !look_due() {
         return Ok(());
     }
     let args: [DatumWithOid; 3] = [now.into(), reap_interval().into(), prune_interval().into()];
@@ -50,11 +73,23 @@ pub fn inline(now: TimestampWithTimeZone) -> spi::Result<()> {
                 reap::reap_expired(max, None, now)?;
             }
             _ => {
-                retention::prune(INLINE_PRUNE_MAX)?;
+                retention::prune(INLINE_PRUNE_MAX, retention::By::Claim)?;
             }
         }
     }
     Ok(())
+}
+
+fn queue_reap_due(queue_name: &str) -> bool {
+    let every = Duration::from_millis(guc::INLINE_REAP_INTERVAL_MS.get() as u64);
+    LAST_QUEUE_REAP.with(|last| {
+        let mut last = last.borrow_mut();
+        if last.get(queue_name).is_some_and(|at| at.elapsed() < every) {
+            return false;
+        }
+        last.insert(queue_name.to_owned(), Instant::now());
+        true
+    })
 }
 
 /// Whether a background worker serves this database and runs its passes (`reaper_enabled`): where

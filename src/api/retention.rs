@@ -29,6 +29,29 @@ const ATTACH_LOCK_TIMEOUT: &str = "1s";
 const TRUNCATE_LOCK_TIMEOUT: &str = "1s";
 const DROP_LOCK_TIMEOUT: &str = "100ms";
 const HOLD_COMPLETIONS: &str = "LOCK TABLE jq_job_history IN SHARE MODE";
+/// The same DDL made by a claim (`api::maintenance`) waits at most this long for any lock: a claim
+/// may hold rows another transaction then waits for, so it must give up long before the deadlock
+/// check (deadlock_timeout, 1 s by default) would pick a victim, which could be that other
+/// transaction. What it gives up on, a later prune makes.
+const CLAIM_LOCK_TIMEOUT: &str = "50ms";
+
+/// Who runs a prune, which says how long its partition DDL may wait for a lock.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum By {
+    /// jq_prune() or the background worker.
+    Maintenance,
+    /// A claim, taking its database's prune pass.
+    Claim,
+}
+
+impl By {
+    fn lock_timeout(self, own: &'static str) -> &'static str {
+        match self {
+            By::Maintenance => own,
+            By::Claim => CLAIM_LOCK_TIMEOUT,
+        }
+    }
+}
 
 /// Deletes succeeded and cancelled jobs older than their queue's retention, with their events: whole
 /// expired days of history at once, then up to `max_jobs` more one by one. Returns how many; call it
@@ -38,15 +61,15 @@ const HOLD_COMPLETIONS: &str = "LOCK TABLE jq_job_history IN SHARE MODE";
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_prune(max_jobs: default!(Option<i32>, 10000)) -> spi::Result<i32> {
     let max_jobs = input::max_jobs(max_jobs);
-    rights::as_owner(|| prune(max_jobs))
+    rights::as_owner(|| prune(max_jobs, By::Maintenance))
 }
 
 /// The body of `jq_prune`, also run by the background worker. What it only reads, it reads
 /// read-only, so a prune that finds nothing to do takes no transaction id.
-pub fn prune(max_jobs: i32) -> spi::Result<i32> {
+pub fn prune(max_jobs: i32, by: By) -> spi::Result<i32> {
     let now = clock::now();
-    add_days(now)?;
-    let whole_days = drop_expired_days(now)?;
+    add_days(now, by)?;
+    let whole_days = drop_expired_days(now, by)?;
     let cancelled = db::count_planned_per_call(PRUNE_CANCELLED, &[max_jobs.into(), now.into()])?;
     let rows = db::count_planned_per_call(PRUNE_HISTORY, &[(max_jobs - cancelled).into(), now.into()])?;
     // Not jobs: not counted in what jq_prune returns.
@@ -58,7 +81,7 @@ pub fn prune(max_jobs: i32) -> spi::Result<i32> {
 /// Makes the day partitions of history from the day of `now` to two days later that are missing. A
 /// day that cannot be made now (its lock was not granted in time, or the default partition holds
 /// jobs of that day) is left to the next prune; its jobs go to the default partition meanwhile.
-pub fn add_days(now: TimestampWithTimeZone) -> spi::Result<()> {
+pub fn add_days(now: TimestampWithTimeZone, by: By) -> spi::Result<()> {
     for (create, by_id, by_queue, attach, current) in
         db::read_only_rows::<(String, String, String, String, bool)>(DAYS_MISSING, &[now.into()])?
     {
@@ -71,7 +94,7 @@ pub fn add_days(now: TimestampWithTimeZone) -> spi::Result<()> {
         if current {
             statements.insert(0, HOLD_COMPLETIONS);
         }
-        if let Err(why) = ddl(&statements, ATTACH_LOCK_TIMEOUT) {
+        if let Err(why) = ddl(&statements, by.lock_timeout(ATTACH_LOCK_TIMEOUT)) {
             debug1!("pg_jobqueue: a day of history is not made yet: {why}");
         }
     }
@@ -81,21 +104,21 @@ pub fn add_days(now: TimestampWithTimeZone) -> spi::Result<()> {
 /// Truncates and drops the days of history that no queue keeps any longer, with their jobs' events.
 /// Returns how many jobs they held. A day whose lock was not granted in time is left to the next
 /// prune; a day truncated but not dropped is dropped by a later one.
-fn drop_expired_days(now: TimestampWithTimeZone) -> spi::Result<i32> {
+fn drop_expired_days(now: TimestampWithTimeZone, by: By) -> spi::Result<i32> {
     let mut pruned = 0i32;
     for (day,) in db::read_only_rows::<(String,)>(DAYS_EXPIRED, &[now.into()])? {
         let count = db::read_only_rows::<(i64,)>(&format!("SELECT pg_catalog.count(*) FROM {day}"), &[])?
             .pop()
             .map_or(0, |(n,)| n);
         let events = format!("DELETE FROM jq_job_events e USING {day} h WHERE e.job_id = h.id");
-        match ddl(&[&events, &format!("TRUNCATE {day}")], TRUNCATE_LOCK_TIMEOUT) {
+        match ddl(&[&events, &format!("TRUNCATE {day}")], by.lock_timeout(TRUNCATE_LOCK_TIMEOUT)) {
             Ok(()) => pruned = pruned.saturating_add(i32::try_from(count).unwrap_or(i32::MAX)),
             Err(why) => {
                 debug1!("pg_jobqueue: day {day} of history is not truncated yet: {why}");
                 continue;
             }
         }
-        if let Err(why) = ddl(&[&format!("DROP TABLE {day}")], DROP_LOCK_TIMEOUT) {
+        if let Err(why) = ddl(&[&format!("DROP TABLE {day}")], by.lock_timeout(DROP_LOCK_TIMEOUT)) {
             debug1!("pg_jobqueue: day {day} of history is empty, and dropped by a later prune: {why}");
         }
     }

@@ -226,3 +226,21 @@ fn without_preload_claims_tick_schedules_and_prune_history() {
         .get(0);
     assert!(partitions >= 3, "the coming days' partitions: {partitions}");
 }
+
+/// A claim inside a transaction block (here REPEATABLE READ) leaves the database's passes to claims
+/// that are their own transactions: taking a pass another session marked since the transaction's
+/// snapshot failed the claim with a serialization error (40001), for work that is not the claim's,
+/// and a pass taken there would stay locked until the client commits.
+#[test]
+fn a_claim_in_repeatable_read_leaves_the_passes_to_others() {
+    let cluster = Cluster::start_with(&["pg_jobqueue.inline_reap_interval = 0"]);
+    let mut other = cluster.connect();
+    let mut reader = cluster.connect();
+    other.query_one("SELECT jq_enqueue('rr', '{}')", &[]).unwrap();
+    reader.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1").unwrap();
+    // Another session's claim takes the due passes and commits after the snapshot was taken.
+    other.query("SELECT id FROM jq_claim('elsewhere', 'w')", &[]).unwrap();
+    let claimed = reader.query("SELECT id FROM jq_claim('rr', 'w')", &[]).expect("the claim in REPEATABLE READ");
+    assert_eq!(claimed.len(), 1);
+    reader.batch_execute("COMMIT").unwrap();
+}
