@@ -83,13 +83,13 @@ SELECT role, CASE WHEN length(queue) > 20 THEN left(queue, 3) || '...' || right(
        length(queue) AS queue_length, privilege
 FROM jq_grants ORDER BY role::text, jq_grants.queue, privilege;
 -- Each role may execute exactly the functions its privileges use (the table in "Security"), and
--- those any right gives: the figures, jq_has_right and jq_cron_next.
+-- those any right gives: the figures (with jq_maintenance's), jq_has_right and jq_cron_next.
 SELECT r.rolname,
        string_agg(p.proname, ', ' ORDER BY p.proname)
            FILTER (WHERE p.proname NOT IN ('jq_can_see', 'jq_has_right', 'jq_metrics', 'jq_queue_counters',
-                                           'jq_failure_counts', 'jq_cron_next')) AS may_execute,
+                                           'jq_failure_counts', 'jq_maintenance_status', 'jq_cron_next')) AS may_execute,
        count(*) FILTER (WHERE p.proname IN ('jq_can_see', 'jq_has_right', 'jq_metrics', 'jq_queue_counters',
-                                            'jq_failure_counts')) = 5 AS and_the_figures
+                                            'jq_failure_counts', 'jq_maintenance_status')) = 6 AS and_the_figures
 FROM pg_roles r
 CROSS JOIN pg_proc p
 JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
