@@ -119,10 +119,12 @@ fn claim_now(
     waiting: bool,
     now: TimestampWithTimeZone,
 ) -> spi::Result<Vec<ClaimedJob>> {
-    // A claim's share of its database's maintenance where no worker serves it. Not while waiting:
-    // a look that sleeps must hold no lock and no transaction id, so a waiting claim takes its
-    // share as it returns (`claim_waiting`).
-    if !waiting {
+    // A claim's share of its database's maintenance where no worker serves it. A waiting look
+    // reaps only its own queue, and returns to commit what it reaped rather than sleep holding it;
+    // the database's passes it takes as it returns (`claim_waiting`).
+    if waiting {
+        maintenance::reap_own_queue(queue_name, now)?;
+    } else {
         maintenance::inline(queue_name, now)?;
     }
     let floor = match tokens::known_floor()? {

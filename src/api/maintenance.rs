@@ -58,10 +58,7 @@ pub fn inline(queue_name: &str, now: TimestampWithTimeZone) -> spi::Result<()> {
     let (in_block, read_committed) =
         unsafe { (pg_sys::IsTransactionBlock(), pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32) };
     if in_block {
-        if queue_reap_due(queue_name) {
-            reap::reap_expired(max, Some(queue_name), now)?;
-        }
-        return Ok(());
+        return reap_own_queue(queue_name, now);
     }
     if !read_committed || !look_due() {
         return Ok(());
@@ -78,6 +75,17 @@ pub fn inline(queue_name: &str, now: TimestampWithTimeZone) -> spi::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The expired leases of the claim's own queue, at most once per `inline_reap_interval` per session
+/// and queue: a claim in a transaction block, and each look of a waiting claim (which returns to
+/// commit what it reaped rather than sleep holding it).
+pub fn reap_own_queue(queue_name: &str, now: TimestampWithTimeZone) -> spi::Result<()> {
+    let max = guc::INLINE_REAP_MAX.get();
+    if max == 0 || worker_maintains() || !queue_reap_due(queue_name) {
+        return Ok(());
+    }
+    reap::reap_expired(max, Some(queue_name), now).map(|_| ())
 }
 
 fn queue_reap_due(queue_name: &str) -> bool {
