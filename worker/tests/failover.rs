@@ -24,6 +24,8 @@ use common::{Scratch, Worker, FAST_REAPER, PRELOADED};
 /// promoted standby within its lease, where it must be refused.
 const LEASE: &str = "8";
 const QUEUE: &str = "failover";
+/// The queue of the probe's one job, which no worker serves.
+const PROBE_QUEUE: &str = "failover_probe";
 
 /// The Python example worker (examples/worker.py), logging to `dir/NAME.log`; killed on drop.
 struct PythonWorker {
@@ -134,7 +136,9 @@ fn a_promoted_standby_grants_no_lease_twice_and_refuses_every_stale_report() {
              -- One job becomes claimable every 50 ms, so work goes on across the whole failover.
              SELECT jq_enqueue('{QUEUE}', jsonb_build_object('to', 'user' || i),
                                run_at => clock_timestamp() + i * interval '50 ms')
-             FROM generate_series(1, 300) i;"
+             FROM generate_series(1, 300) i;
+             -- The probe's own job, in a queue no worker serves, so its claim below races nobody.
+             SELECT jq_enqueue('{PROBE_QUEUE}', '{{}}');"
         ))
         .unwrap();
     let standby = primary.start_standby();
@@ -163,18 +167,17 @@ fn a_promoted_standby_grants_no_lease_twice_and_refuses_every_stale_report() {
         .unwrap();
     wait_for_completions(&primary, 20);
     primary.crash_and_restart();
+    // New work for the new lifetime: the spread-out jobs may all be done by now on a slow machine.
+    primary
+        .connect_retrying()
+        .batch_execute(&format!("SELECT jq_enqueue('{QUEUE}', '{{\"to\": \"lost\"}}') FROM generate_series(1, 20)"))
+        .unwrap();
     wait_for_completions(&primary, 20);
-    // A holder the test controls: its lease comes from the old primary's last lifetime.
+    // A holder the test controls: its lease comes from the old primary's last lifetime, on a job
+    // the standby received as pending.
     let mut probe = primary.connect_retrying();
-    let mut stale = None;
-    wait_until("the probe claims a job on the old primary", || {
-        stale = claim(&mut probe, QUEUE, "probe", "1 minute");
-        if stale.is_none() {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        stale.is_some()
-    });
-    let (stale_id, stale_token) = stale.unwrap();
+    let (stale_id, stale_token) =
+        claim(&mut probe, PROBE_QUEUE, "probe", "1 minute").expect("the probe claims its job on the old primary");
     primary.crash();
     standby.promote();
     workers.push(Worker::start(&dsn, QUEUE, "c", &flags, &dir, script));
@@ -184,6 +187,10 @@ fn a_promoted_standby_grants_no_lease_twice_and_refuses_every_stale_report() {
         !complete(&mut promoted, stale_id, "probe", stale_token),
         "the promoted standby took a completion for a lease only the old primary granted"
     );
+    // The promoted standby grants that job again, under a token the old primary never handed out.
+    let regrant = claim(&mut promoted, PROBE_QUEUE, "probe", "1 minute").expect("the probe's job is claimable again");
+    assert_eq!(regrant.0, stale_id);
+    assert!(complete(&mut promoted, regrant.0, "probe", regrant.1), "the new lease's completion is taken");
     wait_until_within("every job on the promoted standby is finished", Duration::from_secs(180), || {
         std::thread::sleep(Duration::from_millis(100));
         jobs(&mut promoted).values().all(|(status, ..)| ["succeeded", "dead", "cancelled"].contains(&status.as_str()))
@@ -194,7 +201,7 @@ fn a_promoted_standby_grants_no_lease_twice_and_refuses_every_stale_report() {
     }
     python.stop();
 
-    let mut handed = Handed { grants: vec![(stale_id, stale_token)], ..Handed::default() };
+    let mut handed = Handed { grants: vec![(stale_id, stale_token), regrant], ..Handed::default() };
     for worker in &workers {
         handed.read(&worker.log());
     }
