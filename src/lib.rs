@@ -76,8 +76,25 @@ mod tests {
         run("RESET search_path");
     }
 
+    /// Every table and sequence of the extension is registered with pg_extension_config_dump, so
+    /// pg_dump keeps its rows, except those named here with the reason: a new table fails this test
+    /// until it is registered or added here.
     #[pg_test]
     fn every_table_is_kept_by_pg_dump() {
-        assert_eq!(one::<i32>("SELECT cardinality(extconfig) FROM pg_extension WHERE extname = 'pg_jobqueue'"), 13);
+        const NOT_DUMPED: [&str; 2] = [
+            // Partitioned: its rows are in its partitions, which are dumped.
+            "jq_job_history",
+            // Its rows come from the install script; a restored database runs its passes anew.
+            "jq_maintenance_passes",
+        ];
+        let unkept = one::<String>(
+            "SELECT coalesce(string_agg(c.relname::text, ', ' ORDER BY c.relname), '')
+             FROM pg_extension e
+             JOIN pg_depend d ON d.refclassid = 'pg_extension'::regclass AND d.refobjid = e.oid AND d.deptype = 'e'
+             JOIN pg_class c ON d.classid = 'pg_class'::regclass AND c.oid = d.objid
+             WHERE e.extname = 'pg_jobqueue' AND c.relkind IN ('r', 'p', 'S')
+               AND c.oid <> ALL (e.extconfig)",
+        );
+        assert_eq!(unkept, NOT_DUMPED.join(", "), "tables and sequences of the extension that pg_dump would not keep");
     }
 }

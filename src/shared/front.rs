@@ -703,6 +703,14 @@ mod tests {
         // Never down: a slower claim's lower proof does not undo a higher one.
         front.advance(&seen, key(0, 70, 1));
         assert_eq!(front.mark, key(0, 90, 9));
+
+        // A job made pending above the front after the claim's read leaves the mark where it is,
+        // so only the claim's own check stops it there.
+        let seen = front.read(0);
+        front.lower(key(0, 95, 3), false);
+        assert_eq!(front.mark, key(0, 90, 9), "a lowering above the front does not move it");
+        front.advance(&seen, key(0, 99, 4));
+        assert_eq!(front.mark, key(0, 95, 3), "the claim stops at the job made pending after its read");
     }
 
     #[pg_test]
@@ -722,8 +730,19 @@ mod tests {
         let mut front = slot();
         let seen = front.read(0);
         front.lower(key(0, 10, 1), true);
+        assert_eq!(front.state, KEYED, "a keyed enqueue stops the front at once");
+        assert!(front.read(0).keyed, "and every claim that reads it after");
         front.install(&seen, key(0, 10, 1), false, true, 0);
         assert_eq!(front.state, KEYED, "a keyed enqueue after the read wins over the look");
+
+        // The look's own check alone: a read before a keyed enqueue proves nothing, even where
+        // the front was marked again since.
+        let mut front = slot();
+        let seen = front.read(0);
+        front.lower(key(0, 10, 1), true);
+        front.state = MARKED;
+        front.install(&seen, key(0, 10, 1), false, true, 0);
+        assert_eq!(front.state, KEYED, "a look that read before a keyed enqueue cannot mark the front");
         let seen = front.read(0);
         assert!(seen.keyed && seen.mark == Key::BOTTOM, "claims of a keyed queue start from the bottom");
         front.advance(&seen, key(0, 50, 5));

@@ -96,13 +96,18 @@ impl Cluster {
         std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
     }
 
-    /// Stops the server with a fast shutdown, removes it, and says how long the shutdown took.
+    /// Stops the server with a fast shutdown, removes it, and says how long the shutdown took. Fails
+    /// when the fast shutdown does not end (`pg_ctl` gives up after 60 s): a process that ignores it.
     pub fn stop(mut self) -> Duration {
         let started = Instant::now();
+        if self.dir.join("postmaster.pid").exists() {
+            self.halt();
+        }
+        let took = started.elapsed();
         let status = Command::new(pg_script()).arg("stop").arg(&self.dir).status().expect("scripts/pg.sh runs");
-        assert!(status.success(), "the test server did not stop");
+        assert!(status.success(), "the test server's directory was not removed");
         self.stopped = true;
-        started.elapsed()
+        took
     }
 
     pub fn connect(&self) -> Client {

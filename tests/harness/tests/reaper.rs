@@ -98,7 +98,8 @@ fn the_reaper_survives_a_failing_pass_and_returns_after_termination() {
     wait_until("the restarted reaper reaps", || status(&mut client, id) == "pending");
 }
 
-/// A fast shutdown with the worker running completes promptly (the worker leaves on SIGTERM).
+/// A fast shutdown with the worker running completes (the worker and its launcher leave on
+/// SIGTERM): `Cluster::stop` fails when `pg_ctl stop -m fast` gives up waiting for them.
 #[test]
 fn a_fast_shutdown_with_the_reaper_running_is_prompt() {
     let cluster = Cluster::start_with(&[PRELOADED, "pg_jobqueue.reaper_interval = '10s'"]);
