@@ -51,6 +51,10 @@ while IFS= read -r file; do
     END { exit bad }' "$file" || fail "unsafe blocks without a SAFETY comment in $file"
 done < <(find src worker/src tests/harness -name '*.rs' | sort)
 
+echo "== lint: imports run level or down a floor, and close no circle"
+# The floors and the map: scripts/imports.py (run it without --check to print every arrow).
+python3 scripts/imports.py --check || fail "an import runs up a floor or closes a circle (scripts/imports.py)"
+
 echo "== lint: comments cite what is in the repository"
 # Documents outside the repository, and the tracker, mean nothing to a reader of a clean clone.
 if grep -rnE 'SPEC\b|[Ii]ssue #?[0-9]+|Boundary [0-9]+|[Gg]uarantee [0-9]+' \

@@ -31,6 +31,8 @@ pub static REAPER_MAX_JOBS: GucSetting<i32> = GucSetting::<i32>::new(10000);
 pub static PRUNE_INTERVAL_S: GucSetting<i32> = GucSetting::<i32>::new(60);
 pub static REAPER_DATABASES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"*"));
 pub static MAX_WORKERS: GucSetting<i32> = GucSetting::<i32>::new(8);
+/// The most `max_workers` may be: the background worker's shared memory has a slot for each.
+pub const MOST_WORKERS: usize = 128;
 pub static REAPER_ROLE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
 /// True in every process of a server that preloaded the library (set in the postmaster, inherited).
@@ -215,7 +217,7 @@ pub fn init() {
         c"A database left unserved for this bound is logged once; claims maintain it meanwhile (jq_maintenance).",
         &MAX_WORKERS,
         1,
-        crate::shared::served::SLOTS as i32,
+        MOST_WORKERS as i32,
         GucContext::Sighup,
         GucFlags::default(),
     );

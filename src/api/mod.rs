@@ -10,6 +10,7 @@ pub mod keys;
 pub mod lease;
 pub mod maintenance;
 pub mod metrics;
+pub mod plans;
 pub mod progress;
 pub mod rates;
 pub mod reap;

@@ -22,8 +22,8 @@ use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 use pgrx::spi;
 
-use super::keys::KeyLock;
 use crate::db::{self, Session};
+use crate::shared::key_lock::KeyLock;
 use crate::shared::{wake, xact};
 
 const SETTINGS: &str = include_str!("../../sql/queries/rate_settings.sql");

@@ -2,7 +2,8 @@
 //! jobs awaited (`finish`), the counters (`counters`), the count of listeners (`listeners`), the
 //! claim fronts (`front`), what every table keyed by queues follows (`queue_key`: the seeded hash,
 //! the share rule, refusals), the databases the background worker serves (`served`), the utility
-//! hook (`utility`), and the end-of-transaction hook they all use (`xact`). This module
+//! hook (`utility`), and the end-of-transaction hook they all use (`xact`); and the key locks
+//! (`key_lock`), which live in PostgreSQL's own lock table and need no preload. This module
 //! owns the server hooks: it asks for one block of shared memory for every part, and at startup
 //! hands each part its own piece. The parts never look each other up.
 //!
@@ -13,6 +14,7 @@ pub mod counters;
 pub mod finish;
 pub mod front;
 pub mod histogram;
+pub mod key_lock;
 pub mod listeners;
 pub mod queue_key;
 pub mod served;

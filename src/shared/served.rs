@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use pgrx::pg_sys;
 
-/// The most databases served at once; `pg_jobqueue.max_workers` is at most this.
-pub const SLOTS: usize = 128;
+/// The most databases served at once: the bound of `pg_jobqueue.max_workers`.
+pub const SLOTS: usize = crate::guc::MOST_WORKERS;
 /// The most databases being dropped, renamed or copied at once (each by one backend).
 const HOLDS: usize = 64;
 /// Room for the databases whose extension was created since the launcher last looked.

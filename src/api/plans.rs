@@ -1,0 +1,346 @@
+//! The plan tests of the statements the functions run, whose plans `db::plans` keeps for the
+//! session: each reads its index, and none scans a job table or sorts beyond what it must, on an
+//! empty table and on a large one, with the plan made either way.
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pgrx::pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    use crate::testing::*;
+
+    /// The plan test: with a history of finished jobs and a backlog of pending ones, the claim and the
+    /// reaper read their partial indexes, never scan jq_jobs sequentially and never sort; the stats
+    /// view and retention do not scan the table either.
+    #[pg_test]
+    fn claim_and_reap_plans_use_their_partial_indexes() {
+        add_history_and_backlog();
+        run("SELECT count(*) FROM jq_claim('q1', 'w', interval '1 s', 50)");
+        run("ANALYZE jq_live_jobs");
+
+        let now = crate::db::clock::now();
+        let claim_plan = |batch: i32, admitted: bool| {
+            let args = [
+                "q2".into(),
+                "w".into(),
+                Option::<pgrx::datum::Interval>::None.into(),
+                batch.into(),
+                now.into(),
+                admitted.into(),
+                0i64.into(),
+                i32::MAX.into(),
+                pgrx::datum::TimestampWithTimeZone::negative_infinity().into(),
+                i64::MIN.into(),
+            ];
+            Spi::explain_with_args(crate::api::claim::statement(false), &args).unwrap().0
+        };
+        for (batch, admitted) in [(1, false), (100, false), (100, true)] {
+            let plan = claim_plan(batch, admitted);
+            assert_sorts_only_starving_jobs(&plan);
+            assert_reads_index(&plan, "jq_live_jobs_claim");
+            assert_has_node(&plan, "Tid Scan");
+        }
+        // A batch near the size of a small queue may fetch its candidates and sort them, which is
+        // cheap there; what must hold at every size is that the UPDATE finds its rows by ctid.
+        let plan = claim_plan(1000, true);
+        assert_no_seq_scan(&plan);
+        assert_has_node(&plan, "Tid Scan");
+
+        // The reaper's passes: expired leases by the running index, and the expiry sweep only
+        // through the jobs that have a deadline, soonest first.
+        for (sql, index) in [
+            (include_str!("../../sql/queries/reap.sql"), "jq_live_jobs_running"),
+            (include_str!("../../sql/queries/expire.sql"), "jq_live_jobs_expiring"),
+        ] {
+            let args = [
+                10000i32.into(),
+                now.into(),
+                Option::<&str>::None.into(),
+                Vec::<i64>::new().into(),
+                Option::<i64>::None.into(),
+            ];
+            let plan = Spi::explain_with_args(sql, &args).unwrap();
+            assert_no_sort_and_no_seq_scan(&plan.0);
+            assert_reads_index(&plan.0, index);
+        }
+
+        // Operators' reads and retention grow with live work, not with the succeeded history.
+        // The stats view reads the hot table alone, whose size is the live work.
+        let stats_plan = Spi::explain("SELECT * FROM jq_queue_stats").unwrap();
+        let reads_history = plan_nodes(&stats_plan.0)
+            .iter()
+            .any(|n| n["Relation Name"].as_str().is_some_and(|r| r.starts_with("jq_job_history")));
+        assert!(!reads_history, "the stats view reads the history: {}", stats_plan.0);
+        // Retention: the history by queue and age (here all in the default partition, where
+        // add_history_and_backlog's rows land), cancelled jobs by their index in the hot table.
+        let args = [10000i32.into(), now.into()];
+        let history_plan = Spi::explain_with_args(include_str!("../../sql/queries/prune_history.sql"), &args).unwrap();
+        assert_no_sort_and_no_seq_scan(&history_plan.0);
+        assert_reads_index(&history_plan.0, "jq_job_history_default_queue");
+        let cancelled_plan =
+            Spi::explain_with_args(include_str!("../../sql/queries/prune_cancelled.sql"), &args).unwrap();
+        assert_no_seq_scan(&cancelled_plan.0);
+        assert_reads_index(&cancelled_plan.0, "jq_live_jobs_unresolved");
+    }
+
+    /// The statements that run with session-long generic plans (this module) keep their access paths in
+    /// those plans, whether the plan was made on an empty, never analyzed table (where a sequential
+    /// scan is cheapest, and the plan outlives that moment) or on a large one.
+    #[pg_test]
+    fn generic_plans_use_their_indexes() {
+        // What `run` sets while it plans and runs them.
+        run("SET LOCAL plan_cache_mode = force_generic_plan");
+        run("SET LOCAL enable_seqscan = off");
+        assert_generic_plans_use_indexes();
+        add_history_and_backlog();
+        run("INSERT INTO jq_queues (queue_name, concurrency_limit) VALUES ('q3', 10)");
+        // Statistics taken while nothing ran, then many running jobs: the case where the index of
+        // running jobs looks empty to the planner but is not.
+        run("ANALYZE jq_live_jobs");
+        run("SELECT count(*) FROM jq_claim('q2', 'w', interval '1 hour', 1000)");
+        assert_generic_plans_use_indexes();
+    }
+
+    fn assert_generic_plans_use_indexes() {
+        for batch in [1, 1000] {
+            for front in ["2147483647, '-infinity', -9223372036854775808", "2, now() - interval '1 hour', 5000"] {
+                // The lean claim and the whole of claim.sql, whose fairness check alone may sort.
+                for lean in [true, false] {
+                    let claim = generic_plan(
+                        crate::api::claim::statement(lean),
+                        "text, text, interval, int, timestamptz, boolean, bigint, int, timestamptz, bigint",
+                        &format!("'q1', 'w', NULL, {batch}, now(), false, 0, {front}"),
+                    );
+                    if lean {
+                        assert_no_sort_and_no_seq_scan(&claim);
+                    } else {
+                        assert_sorts_only_starving_jobs(&claim);
+                    }
+                    assert_reads_index(&claim, "jq_live_jobs_claim");
+                    assert_has_node(&claim, "Tid Scan");
+                    assert_front_bounds_the_index_walk(&claim);
+                }
+            }
+        }
+        // The key rotation: the next keys by a skip scan, then one range of each key's pending jobs
+        // and one of its running ones.
+        let keys = generic_plan(crate::api::keys::KEYS, "text, text, int", "'q1', '', 32");
+        assert_no_sort_and_no_seq_scan(&keys);
+        assert_reads_index(&keys, "jq_live_jobs_key_claim");
+        let (lean, starvation) = crate::api::claim::statements_keyed();
+        for (batch, key_rate, statement) in [
+            (1, "NULL, NULL", lean),
+            (1, "NULL, NULL", starvation),
+            (1000, "NULL, NULL", starvation),
+            (1, "5, now()", lean),
+        ] {
+            let keyed = generic_plan(
+                statement,
+                "text, text, interval, int, timestamptz, boolean, bigint, int, timestamptz, bigint, text[], int[], \
+                 int, timestamptz",
+                &format!(
+                    "'q1', 'w', NULL, {batch}, now(), false, 0, 2147483647, '-infinity', -9223372036854775808, \
+                     ARRAY['k1', 'k2'], ARRAY[{batch}, {batch}], {key_rate}"
+                ),
+            );
+            assert_sorts_only_starving_jobs(&keyed);
+            assert_reads_index(&keyed, "jq_live_jobs_key_claim");
+            assert_index_cond(&keyed, "jq_live_jobs_running", "concurrency_key = ");
+            assert_has_node(&keyed, "Tid Scan");
+            assert_index_cond(&keyed, "jq_rate_counts_pkey", "concurrency_key = ");
+        }
+        // The rates' counts, by their key.
+        let used = generic_plan(include_str!("../../sql/queries/rate_used.sql"), "text, text", "'q1', ''");
+        assert_index_cond(&used, "jq_rate_counts_pkey", "concurrency_key = ");
+        let look = generic_plan(
+            include_str!("../../sql/queries/claim_front.sql"),
+            "text, int, timestamptz, bigint",
+            "'q1', 2, now() - interval '1 hour', 5000",
+        );
+        assert_no_sort_and_no_seq_scan(&look);
+        assert_reads_index(&look, "jq_live_jobs_claim");
+        assert_reads_index(&look, "jq_live_jobs_ordering");
+        assert_front_bounds_the_index_walk(&look);
+        let running = generic_plan(include_str!("../../sql/queries/claim_running.sql"), "text", "'q3'");
+        assert_no_seq_scan(&running);
+        // What a waiting claim runs between its looks.
+        let next_due = generic_plan(crate::api::wait::NEXT_DUE, "text, timestamptz", "'q1', now()");
+        assert_no_seq_scan(&next_due);
+        assert_reads_index(&next_due, "jq_live_jobs_claim");
+        let any_due = generic_plan(crate::api::claim::ANY_DUE, "text, timestamptz", "'q1', now()");
+        assert_no_seq_scan(&any_due);
+        assert_reads_index(&any_due, "jq_live_jobs_claim");
+        let slot_free = generic_plan(crate::api::claim::SLOT_FREE, "text, timestamptz", "'q3', now()");
+        assert_no_seq_scan(&slot_free);
+        assert_reads_index(&slot_free, "jq_live_jobs_claim");
+        let holder = generic_plan(include_str!("../../sql/queries/enqueue_existing.sql"), "text, text", "'q1', 'k'");
+        assert_no_seq_scan(&holder);
+        // A re-drive first reads the job's dedup key (then looks for its holder as above).
+        let dedup_key = generic_plan(crate::api::redrive::DEDUP_KEY, "bigint", "1");
+        assert_no_seq_scan(&dedup_key);
+        assert_reads_index(&dedup_key, "jq_live_jobs_pkey");
+        // A caller that is neither a superuser nor the owner has its jobs' queues looked up before
+        // a verb acts on them (rights::usable_jobs).
+        let job_queues = generic_plan(include_str!("../../sql/queries/job_queues_live.sql"), "bigint[]", "ARRAY[1]");
+        assert_no_seq_scan(&job_queues);
+        assert_reads_index(&job_queues, "jq_live_jobs_pkey");
+        let by_id = [
+            (
+                include_str!("../../sql/queries/complete.sql"),
+                "bigint, text, bigint, timestamptz, jsonb",
+                "1, 'w', 1, now(), NULL",
+            ),
+            (
+                include_str!("../../sql/queries/complete_batch.sql"),
+                "bigint[], text, bigint[], timestamptz, text, jsonb[]",
+                "ARRAY[1, 2], 'w', ARRAY[1, 1], now(), 'running', NULL",
+            ),
+            (
+                include_str!("../../sql/queries/progress.sql"),
+                "bigint, text, bigint, jsonb, timestamptz",
+                "1, 'w', 1, '{}', now()",
+            ),
+            (
+                include_str!("../../sql/queries/snooze.sql"),
+                "bigint, text, bigint, interval, timestamptz",
+                "1, 'w', 1, '1 s', now()",
+            ),
+            (
+                include_str!("../../sql/queries/heartbeat.sql"),
+                "bigint, text, bigint, interval, timestamptz",
+                "1, 'w', 1, NULL, now()",
+            ),
+            (
+                include_str!("../../sql/queries/fail.sql"),
+                "bigint, text, bigint, text, text, boolean, interval, timestamptz",
+                "1, 'w', 1, 'E', NULL, true, NULL, now()",
+            ),
+        ];
+        let redrive = [
+            (include_str!("../../sql/queries/retry.sql"), "bigint, timestamptz", "1, now()"),
+            (include_str!("../../sql/queries/cancel.sql"), "bigint, timestamptz", "1, now()"),
+        ];
+        for (sql, types, args) in redrive {
+            let plan = generic_plan(sql, types, args);
+            assert_no_seq_scan(&plan);
+            assert!(!plan_nodes(&plan).iter().any(|n| n["Index Name"] == "jq_live_jobs_unresolved"), "{plan}");
+        }
+        for (sql, types, args) in by_id {
+            let plan = generic_plan(sql, types, args);
+            assert_no_seq_scan(&plan);
+            assert_reads_index(&plan, "jq_live_jobs_pkey");
+            assert!(!plan_nodes(&plan).iter().any(|n| n["Index Name"] == "jq_live_jobs_running"), "{plan}");
+        }
+        for (sql, dedup_key) in [
+            (include_str!("../../sql/queries/enqueue.sql"), "NULL"),
+            (include_str!("../../sql/queries/enqueue_dedup.sql"), "'k'"),
+        ] {
+            let enqueue = generic_plan(
+                sql,
+                "text, jsonb, int, timestamptz, int, text, text, timestamptz, text, timestamptz",
+                &format!("'q1', '{{}}', 0, NULL, NULL, {dedup_key}, NULL, now(), 'k', NULL"),
+            );
+            assert_no_seq_scan(&enqueue);
+        }
+    }
+
+    /// The generic plan PostgreSQL makes for `sql` prepared with parameters of `types`.
+    fn generic_plan(sql: &str, types: &str, args: &str) -> serde_json::Value {
+        run(&format!("PREPARE jq_plan_test ({types}) AS {sql}"));
+        let plan = Spi::explain(&format!("EXECUTE jq_plan_test ({args})")).unwrap().0;
+        run("DEALLOCATE jq_plan_test");
+        plan
+    }
+
+    /// The claim front is where the walk of the claim index starts (an index condition), not a
+    /// filter on every entry from the queue's first: that is what lets claims skip the entries an
+    /// old snapshot keeps.
+    fn assert_front_bounds_the_index_walk(plan: &serde_json::Value) {
+        let bounded = plan_nodes(plan).iter().any(|n| {
+            n["Index Name"] == "jq_live_jobs_claim"
+                && n["Index Cond"].as_str().is_some_and(|c| c.contains("ROW(available_at, id) >= ROW("))
+        });
+        assert!(bounded, "the claim front does not bound the walk of jq_live_jobs_claim: {plan}");
+    }
+
+    /// The plan reads `index` with `condition` among its index conditions, not as a filter.
+    fn assert_index_cond(plan: &serde_json::Value, index: &str, condition: &str) {
+        let found = plan_nodes(plan)
+            .iter()
+            .any(|n| n["Index Name"] == index && n["Index Cond"].as_str().is_some_and(|c| c.contains(condition)));
+        assert!(found, "the plan does not read {index} by {condition}: {plan}");
+    }
+
+    fn assert_has_node(plan: &serde_json::Value, node_type: &str) {
+        assert!(plan_nodes(plan).iter().any(|n| n["Node Type"] == node_type), "the plan has no {node_type}: {plan}");
+    }
+
+    /// 100k succeeded jobs and 10k pending ones (five priorities, a second apart) over four queues.
+    fn add_history_and_backlog() {
+        run(
+            "INSERT INTO jq_queue_ids (queue_name) SELECT 'q' || i FROM generate_series(0, 3) i ON CONFLICT DO NOTHING",
+        );
+        run("INSERT INTO jq_job_history (id, queue_id, payload, priority, available_at, attempt_count, max_attempts, lease_token, created_at, finished_at)
+             SELECT nextval('jq_jobs_id_seq'), n.queue_id, '{}', 0, now(), 1, 8, 1, now(), now()
+             FROM generate_series(1, 100000) i JOIN jq_queue_ids n ON n.queue_name = 'q' || (i % 4)");
+        run("INSERT INTO jq_live_jobs (queue_id, payload, priority, available_at, max_attempts, created_at)
+             SELECT n.queue_id, '{}', i % 5, now() - (i || ' s')::interval, 8, now()
+             FROM generate_series(1, 10000) i JOIN jq_queue_ids n ON n.queue_name = 'q' || (i % 4)");
+        // And 10k with a concurrency key (100 keys), a tenth of them running.
+        run("INSERT INTO jq_live_jobs (queue_id, payload, priority, available_at, max_attempts, created_at,
+                                       concurrency_key, status, lease_owner, lease_expires_at, attempt_count)
+             SELECT n.queue_id, '{}', 0, now() - (i || ' s')::interval, 8, now(), 'k' || (i % 100),
+                    CASE WHEN i % 10 = 0 THEN 'running' ELSE 'pending' END::jq_status,
+                    CASE WHEN i % 10 = 0 THEN 'w' END, CASE WHEN i % 10 = 0 THEN now() + interval '1 h' END,
+                    CASE WHEN i % 10 = 0 THEN 1 ELSE 0 END
+             FROM generate_series(1, 10000) i JOIN jq_queue_ids n ON n.queue_name = 'q' || (i % 4)");
+    }
+
+    fn plan_nodes(plan: &serde_json::Value) -> Vec<&serde_json::Value> {
+        let mut nodes = Vec::new();
+        collect_plan_nodes(plan, &mut nodes);
+        nodes
+    }
+
+    fn assert_no_seq_scan(plan: &serde_json::Value) {
+        for node in plan_nodes(plan) {
+            let relation = node["Relation Name"].as_str().unwrap_or_default();
+            let jobs = relation == "jq_live_jobs" || relation.starts_with("jq_job_history");
+            let scans_jobs = node["Node Type"] == "Seq Scan" && jobs;
+            assert!(!scans_jobs, "the plan scans {relation} sequentially: {plan}");
+        }
+    }
+
+    /// The claim's one sort: the fairness check's starving jobs, at most batch_size of each priority
+    /// (the subtree that reads the `oldest` probes), oldest first. Nothing else is sorted.
+    fn assert_sorts_only_starving_jobs(plan: &serde_json::Value) {
+        assert_no_seq_scan(plan);
+        for sort in plan_nodes(plan).into_iter().filter(|n| n["Node Type"] == "Sort") {
+            let over_starving =
+                plan_nodes(sort).iter().any(|n| n["Node Type"] == "CTE Scan" && n["CTE Name"] == "oldest");
+            assert!(over_starving, "the plan sorts more than the starving jobs: {plan}");
+        }
+    }
+
+    fn assert_no_sort_and_no_seq_scan(plan: &serde_json::Value) {
+        assert_no_seq_scan(plan);
+        assert!(plan_nodes(plan).iter().all(|n| n["Node Type"] != "Sort"), "the plan sorts: {plan}");
+    }
+
+    fn assert_reads_index(plan: &serde_json::Value, index: &str) {
+        assert!(plan_nodes(plan).iter().any(|n| n["Index Name"] == index), "the plan does not read {index}: {plan}");
+    }
+
+    fn collect_plan_nodes<'a>(value: &'a serde_json::Value, out: &mut Vec<&'a serde_json::Value>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                if map.contains_key("Node Type") {
+                    out.push(value);
+                }
+                map.values().for_each(|v| collect_plan_nodes(v, out));
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| collect_plan_nodes(v, out)),
+            _ => {}
+        }
+    }
+}
