@@ -101,7 +101,8 @@ pub fn enqueued_keyed(queue_name: &str) {
 /// stands: one of `statements` (the second when a key's pending jobs have more than one priority,
 /// so that its starving jobs are looked for) with `args()` ($1 to $10 of claim.sql) and, as $11
 /// to $14, the keys locked, each one's share, and the key rate (`key_rate`) with its window at
-/// `now`. Counts what each key took against its rate. Returns the claimed rows.
+/// `now`. Counts what each key took against its rate. Returns the claimed rows, and when a key
+/// rate held back may let more be claimed (the next window), if it held any back.
 #[allow(clippy::too_many_arguments)]
 pub fn claim<T>(
     db: &mut Session,
@@ -112,7 +113,7 @@ pub fn claim<T>(
     key_rate: Option<Rate>,
     now: pg_sys::TimestampTz,
     keyed_job: impl Fn(&T) -> Option<&str>,
-) -> spi::Result<Vec<T>>
+) -> spi::Result<(Vec<T>, Option<pg_sys::TimestampTz>)>
 where
     T: crate::db::FromRow,
 {
@@ -177,10 +178,11 @@ where
         claimed.extend(rows);
     }
     // A key its rate held back may have jobs again in the next window: a waiting claim looks then.
-    if let (Some(rate), Some(window), true) = (key_rate, window, (claimed.len() as i32) < want) {
-        super::wait::retry_at(window + rate.period_micros);
-    }
-    Ok(claimed)
+    let again_at = match (key_rate, window, (claimed.len() as i32) < want) {
+        (Some(rate), Some(window), true) => Some(window + rate.period_micros),
+        _ => None,
+    };
+    Ok((claimed, again_at))
 }
 
 /// The next key of the rotation with its turn, reading ahead when none is left; None at the end of
@@ -243,10 +245,7 @@ fn shares(turns: &[i32], left: i32, round_over: bool) -> Vec<i32> {
 /// which may miss claims committed since, so a claim there of a queue with a key limit or a key
 /// rate is refused rather than let run one job too many.
 fn refuse_a_stale_count(db: &mut Session, queue_name: &str) -> spi::Result<()> {
-    // SAFETY: a plain read of the transaction's isolation level.
-    if unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32
-        && db.first::<bool>(KEY_LIMIT, &[queue_name.into()])?.is_some()
-    {
+    if !crate::db::read_committed() && db.first::<bool>(KEY_LIMIT, &[queue_name.into()])?.is_some() {
         error::flow_limit_needs_read_committed(queue_name, "key_concurrency_limit or key_rate_limit");
     }
     Ok(())

@@ -54,13 +54,11 @@ pub fn inline(queue_name: &str, now: TimestampWithTimeZone) -> spi::Result<()> {
     if max == 0 || worker_maintains() {
         return Ok(());
     }
-    // SAFETY: plain reads of this backend's transaction state.
-    let (in_block, read_committed) =
-        unsafe { (pg_sys::IsTransactionBlock(), pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32) };
-    if in_block {
+    // SAFETY: a plain read of this backend's transaction state.
+    if unsafe { pg_sys::IsTransactionBlock() } {
         return reap_own_queue(queue_name, now);
     }
-    if !read_committed || !look_due() {
+    if !db::read_committed() || !look_due() {
         return Ok(());
     }
     let args: [DatumWithOid; 3] = [now.into(), reap_interval().into(), prune_interval().into()];

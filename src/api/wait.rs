@@ -5,7 +5,6 @@
 //! the library is preloaded (and polls otherwise), wakes itself when the queue's next scheduled job
 //! falls due, and looks again at least every `pg_jobqueue.wait_recheck`.
 
-use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use pgrx::datum::TimestampWithTimeZone;
@@ -22,22 +21,23 @@ pub(crate) const NEXT_DUE: &str = concat!(
     include_str!("../../sql/queries/claim_next_due.sql")
 );
 
-thread_local! {
-    /// The earliest time a look asked to be made again (`retry_at`), if any. A backend is one thread.
-    static RETRY_AT: Cell<Option<pg_sys::TimestampTz>> = const { Cell::new(None) };
+/// What one look found, and when to look again at the latest besides the queue's next due job
+/// (a rate window that opens then, README "Flow control").
+pub struct Look<T> {
+    pub found: Vec<T>,
+    pub again_at: Option<pg_sys::TimestampTz>,
 }
 
-/// Asks the waiting claim around this look, if there is one, to look again at `at` at the latest:
-/// a rate window opens then (README, "Flow control").
-pub fn retry_at(at: pg_sys::TimestampTz) {
-    RETRY_AT.set(Some(RETRY_AT.get().map_or(at, |earlier| earlier.min(at))));
+impl<T> Look<T> {
+    pub fn nothing_until(again_at: Option<pg_sys::TimestampTz>) -> Self {
+        Look { found: Vec::new(), again_at }
+    }
 }
 
 /// Refuses a wait outside READ COMMITTED, where every look would see the transaction's first
 /// snapshot and no job enqueued since.
 pub fn refuse_outside_read_committed() {
-    // SAFETY: a plain read of the transaction's isolation level.
-    if unsafe { pg_sys::XactIsoLevel } as u32 != pg_sys::XACT_READ_COMMITTED {
+    if !db::read_committed() {
         error::wait_needs_read_committed();
     }
 }
@@ -47,7 +47,7 @@ pub fn refuse_outside_read_committed() {
 pub fn look_until_found<T>(
     queue_name: &str,
     wait: Duration,
-    mut look: impl FnMut(TimestampWithTimeZone) -> spi::Result<Vec<T>>,
+    mut look: impl FnMut(TimestampWithTimeZone) -> spi::Result<Look<T>>,
 ) -> spi::Result<Vec<T>> {
     let deadline = Instant::now() + wait;
     let had_xid = holds_transaction_id();
@@ -55,8 +55,7 @@ pub fn look_until_found<T>(
     loop {
         // Read before looking, so that an enqueue committing after the look still wakes the sleep.
         let seen = wake::generation(queue_name);
-        RETRY_AT.set(None);
-        let found = look(clock::now())?;
+        let Look { found, again_at } = look(clock::now())?;
         let left = deadline.saturating_duration_since(Instant::now());
         // A look that found nothing may still have written or locked: inline recovery reaped
         // leases whose jobs are not yet due again, or a limited queue's lock was taken and its free
@@ -66,7 +65,7 @@ pub fn look_until_found<T>(
         if !found.is_empty() || left.is_zero() || wrote {
             return Ok(found);
         }
-        let until_due = match (next_due(queue_name)?, RETRY_AT.take()) {
+        let until_due = match (next_due(queue_name)?, again_at) {
             (due, None) => due,
             (due, Some(at)) => {
                 let micros = (at - pg_sys::TimestampTz::from(clock::now())).max(0) as u64;

@@ -14,6 +14,8 @@
 //! - [`read_only_rows`]: a read-only statement with the calling statement's snapshot, for catalog
 //!   and figures reads; it can never take a transaction id.
 //! - [`in_subtransaction`]: a step whose failure must not end the transaction.
+//!
+//! And [`read_committed`], the one answer to "does each statement here take a fresh snapshot?".
 
 pub mod clock;
 pub mod payload;
@@ -30,7 +32,16 @@ use pgrx::prelude::*;
 use pgrx::spi::{self, Query, SpiClient};
 use pgrx::PgSqlErrorCode;
 
-pub use row::FromRow;
+pub use row::{Column, FromRow};
+
+/// Whether the transaction runs in READ COMMITTED (or READ UNCOMMITTED, which PostgreSQL runs as
+/// READ COMMITTED): each statement takes a fresh snapshot. In REPEATABLE READ and SERIALIZABLE
+/// every statement sees the transaction's first snapshot, which is older than any lock taken
+/// since, and than anything read from shared memory since.
+pub fn read_committed() -> bool {
+    // SAFETY: a plain read of the transaction's isolation level.
+    unsafe { pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32 }
+}
 
 /// One SPI connection, for the statements of one call.
 pub struct Session<'a, 'conn> {

@@ -1,43 +1,47 @@
 //! jq_claim: take claimable jobs under a lease, now or (with a `wait`) as soon as there are some.
+//!
+//! The SQL function checks its arguments (`input`) and the caller's right (`rights`); then each
+//! claim, and each look of a waiting one, runs four stages, a file each:
+//! - `prepare`: what the claim starts from: its share of maintenance, the token floor, the
+//!   queue's rates, and (read before the claim's snapshot) the claim front and fairness bound;
+//! - `admit`: flow control: the queue's rate, and a concurrency limit's free slots;
+//! - `take`: the claim statements, in the turn of the key rotation (`api::keys`);
+//! - `after`: the rate's count, what the front and fairness bound learn, counters, claim order.
+//!
+//! A stage returns what the next needs; a waiting claim (`api::wait`) is told by the look's
+//! result when to look again.
 
-use std::sync::LazyLock;
+mod admit;
+mod after;
+mod prepare;
+mod take;
+
 use std::time::Duration;
 
-use pgrx::datum::{DatumWithOid, Interval, TimestampWithTimeZone};
+use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::prelude::*;
 use pgrx::spi;
 
-use super::{keys, maintenance, rates, tokens, wait};
-use crate::db::{self, clock, payload::Payload, Session};
+// The plan tests (`api::plans`) check these statements' generic plans.
+#[cfg(any(test, feature = "pg_test"))]
+pub(crate) use {admit::SLOT_FREE, prepare::ANY_DUE, take::statement, take::statements_keyed};
+
+use super::{maintenance, wait, wait::Look};
+use crate::db::{clock, payload::Payload};
 use crate::input;
 use crate::rights::{self, Privilege};
-use crate::shared::counters;
-use crate::shared::front::{self, Key};
-
-const CLAIM: &str = concat!(
-    include_str!("../../sql/queries/parts/claim_queue.sql"),
-    include_str!("../../sql/queries/claim.sql"),
-    include_str!("../../sql/queries/parts/claim_update.sql")
-);
-const KEYED: &str = concat!(
-    include_str!("../../sql/queries/parts/claim_queue.sql"),
-    include_str!("../../sql/queries/claim_keyed.sql"),
-    include_str!("../../sql/queries/parts/claim_update.sql")
-);
-const ADMIT: &str = include_str!("../../sql/queries/claim_admit.sql");
-const RUNNING: &str = include_str!("../../sql/queries/claim_running.sql");
-pub(crate) const SLOT_FREE: &str = concat!(
-    include_str!("../../sql/queries/parts/pending_levels.sql"),
-    include_str!("../../sql/queries/claim_slot_free.sql")
-);
-pub(crate) const ANY_DUE: &str = concat!(
-    include_str!("../../sql/queries/parts/pending_levels.sql"),
-    include_str!("../../sql/queries/claim_any_due.sql")
-);
-const FRONT: &str = include_str!("../../sql/queries/claim_front.sql");
 
 /// One claimed job, in the column order of jq_claim's result.
 pub type ClaimedJob = (i64, String, Payload, i32, i32, i32, i64, TimestampWithTimeZone);
+
+/// What jq_claim was asked, its arguments checked.
+#[derive(Clone, Copy)]
+struct Request<'a> {
+    queue_name: &'a str,
+    worker: &'a str,
+    lease: Option<Interval>,
+    batch_size: i32,
+}
 
 /// Claims up to `batch_size` claimable jobs of the queue in one statement that never waits on a row
 /// another claimer holds. Returns no rows when nothing is claimable, or, with a `wait`, when nothing
@@ -68,405 +72,51 @@ pub fn jq_claim_wait(
     >,
 > {
     let now = clock::now();
-    let queue_name = input::queue_name(queue_name);
-    let worker = input::worker(worker);
-    let lease = input::lease_length("lease", lease, now);
-    let batch_size = input::batch_size(batch_size);
+    let request = Request {
+        queue_name: input::queue_name(queue_name),
+        worker: input::worker(worker),
+        lease: input::lease_length("lease", lease, now),
+        batch_size: input::batch_size(batch_size),
+    };
     let wait = input::wait(wait, now);
-    rights::require(queue_name, Privilege::Consume);
+    rights::require(request.queue_name, Privilege::Consume);
     let jobs = match wait {
-        None => rights::as_owner(|| claim_now(queue_name, worker, lease, batch_size, false, now))?,
-        Some(wait) => claim_waiting(queue_name, worker, lease, batch_size, wait)?,
+        None => rights::as_owner(|| claim_now(&request, false, now))?.found,
+        Some(wait) => claim_waiting(&request, wait)?,
     };
     Ok(TableIterator::new(jobs))
 }
 
-fn claim_waiting(
-    queue_name: &str,
-    worker: &str,
-    lease: Option<Interval>,
-    batch_size: i32,
-    wait: Duration,
-) -> spi::Result<Vec<ClaimedJob>> {
+fn claim_waiting(request: &Request, wait: Duration) -> spi::Result<Vec<ClaimedJob>> {
     wait::refuse_outside_read_committed();
     rights::as_owner(|| {
-        let jobs = wait::look_until_found(queue_name, wait, |now| {
+        let jobs = wait::look_until_found(request.queue_name, wait, |now| {
             // Asked again on every look: a right revoked while the claim waits ends it with 42501
             // (the revocation's invalidation is taken in first).
             rights::accept_invalidations();
-            rights::require(queue_name, Privilege::Consume);
-            claim_now(queue_name, worker, lease, batch_size, true, now)
+            rights::require(request.queue_name, Privilege::Consume);
+            claim_now(request, true, now)
         })?;
-        maintenance::inline(queue_name, clock::now())?;
+        maintenance::inline(request.queue_name, clock::now())?;
         Ok(jobs)
     })
 }
 
-/// One claim: the jobs claimable now, at most `batch_size`, in claim order.
-///
-/// A queue with a concurrency limit claims nothing in the first statement. Only then, when the first
-/// statement came back empty, does the claim look for a limit: it takes the queue's row lock and
-/// claims again within the free slots. Queues without a limit never take that lock, and a successful
-/// claim of theirs costs nothing extra. A waiting claim (`waiting`) first checks without a lock that
-/// a slot is free and a job is claimable: the lock, once taken, is held until the transaction ends,
-/// and a claim that sleeps must not hold it, or the transaction id it brings. `now` is the clock of
-/// this look, for its recovery and its claim alike.
-fn claim_now(
-    queue_name: &str,
-    worker: &str,
-    lease: Option<Interval>,
-    batch_size: i32,
-    waiting: bool,
-    now: TimestampWithTimeZone,
-) -> spi::Result<Vec<ClaimedJob>> {
-    // A claim's share of its database's maintenance where no worker serves it. A waiting look
-    // reaps only its own queue, and returns to commit what it reaped rather than sleep holding it;
-    // the database's passes it takes as it returns (`claim_waiting`).
-    if waiting {
-        maintenance::reap_own_queue(queue_name, now)?;
-    } else {
-        maintenance::inline(queue_name, now)?;
-    }
-    let floor = match tokens::known_floor()? {
-        Some(floor) => floor,
-        // A waiting look that would find nothing must not write the epoch, or it would have to
-        // return to commit it rather than sleep.
-        None if waiting
-            && !db::connect(|db| db.first::<bool>(ANY_DUE, &[queue_name.into(), now.into()]))?.unwrap_or(false) =>
-        {
-            return Ok(Vec::new());
-        }
-        None => tokens::raise()?,
+/// One claim: the jobs claimable now, at most `batch_size`, in claim order. A waiting look
+/// (`waiting`) must not write what it would have to sleep holding (see each stage); `now` is the
+/// clock of this look, for its maintenance and its claim alike.
+fn claim_now(request: &Request, waiting: bool, now: TimestampWithTimeZone) -> spi::Result<Look<ClaimedJob>> {
+    let queue_name = request.queue_name;
+    let Some(start) = prepare::start(queue_name, waiting, now)? else {
+        return Ok(Look::nothing_until(None));
     };
-    // The queue's rate: what it leaves this claim, counted under its lock (see `rates`).
-    let rates = rates::of(queue_name)?;
-    let mut batch_size = batch_size;
-    let mut rate_admitted = None;
-    if let Some(rate) = rates.queue {
-        refuse_a_stale_rate_count(queue_name);
-        match db::connect(|db| rates::admit(db, queue_name, rate, now.into()))? {
-            Ok(admitted) => {
-                batch_size = batch_size.min(admitted.free);
-                rate_admitted = Some(admitted);
-            }
-            Err(opens_at) => {
-                if let Some(at) = opens_at {
-                    wait::retry_at(at);
-                }
-                return Ok(Vec::new());
-            }
-        }
-    }
-    // Read before the claim's snapshot is taken (see `move_front`).
-    let seen = if crate::guc::CLAIM_FRONT.get() { front::read(queue_name, now.into()) } else { None };
-    let mark = seen.map_or(Key::BOTTOM, |seen| seen.mark);
-    let args = |batch_size: i32, admitted: bool| -> [DatumWithOid<'static>; 10] {
-        [
-            queue_name.into(),
-            worker.into(),
-            lease.into(),
-            batch_size.into(),
-            now.into(),
-            admitted.into(),
-            floor.into(),
-            mark.priority.into(),
-            timestamp(mark.available_at).into(),
-            mark.id.into(),
-        ]
+    let admitted = match admit::rate(queue_name, start.rates.queue, request.batch_size, now.into())? {
+        Ok(admitted) => admitted,
+        Err(opens_at) => return Ok(Look::nothing_until(opens_at)),
     };
-    // Claiming, and taking a limited queue's row lock, are lease writes: lost in a crash, they cost
-    // a job that runs again (see `shared::xact::lease_write`).
-    // The fairness bound (README, "Fairness"): the queue's, in shared memory; without preload,
-    // this session's own.
-    let preloaded = crate::guc::preloaded();
-    let fair = match seen {
-        Some(seen) => seen.fair,
-        None => !preloaded && front::session_fair(queue_name, now.into()),
-    };
-    let take = |db: &mut Session, batch_size: i32, admitted: bool| {
-        take_in_turn(db, queue_name, batch_size, |n| args(n, admitted), fair, rates.key, now.into())
-    };
-    let (mut jobs, fairness, keyed) = tokens::lease_write(|| {
-        db::connect(|db| {
-            let claimed = take(db, batch_size, false)?;
-            if !claimed.0.is_empty() || !claimed.2.is_empty() {
-                return Ok(claimed);
-            }
-            if waiting && !db.first::<bool>(SLOT_FREE, &[queue_name.into(), now.into()])?.unwrap_or(false) {
-                return Ok(claimed);
-            }
-            // Taking the row lock is also the test for a limit: it returns no row for an unlimited queue.
-            let Some(limit) = db.first::<i32>(ADMIT, &[queue_name.into()])? else {
-                return Ok(claimed);
-            };
-            let running = db.first::<i64>(RUNNING, &[queue_name.into()])?.unwrap_or(0);
-            let free = i64::from(limit) - running;
-            if free <= 0 {
-                return Ok(claimed);
-            }
-            take(db, batch_size.min(free as i32), true)
-        })
-    })?;
-    if let Some(admitted) = rate_admitted {
-        // Outside the lease write: the count commits durably, and with it the claim.
-        db::connect(|db| rates::count_admitted(db, queue_name, admitted, jobs.len() + keyed.len()))?;
-    }
-    if let Some(lowest) = jobs.iter().map(|(job, order)| key_of(job, order)).min() {
-        // If this claim rolls back, its jobs are pending again, maybe below a front moved meanwhile.
-        front::lower_at_rollback(queue_name, lowest);
-    }
-    // As with the front: only a snapshot taken after the read proves anything.
-    // SAFETY: a plain read of the transaction's isolation level.
-    let read_committed = unsafe { pg_sys::XactIsoLevel } < pg_sys::XACT_REPEATABLE_READ as i32;
-    if let (Some((oldest, limit)), true) = (fairness, read_committed) {
-        match &seen {
-            Some(seen) => front::set_fair(queue_name, seen, oldest, limit, now.into()),
-            None if !preloaded => front::set_session_fair(queue_name, oldest, limit, now.into()),
-            None => {}
-        }
-    }
-    if let Some(seen) = seen {
-        move_front(queue_name, &seen, &jobs, now)?;
-    }
-    // Jobs with a concurrency key follow, in claim order among themselves (README, "Flow control").
-    jobs.sort_unstable_by_key(|(_, order)| *order);
-    let mut keyed = keyed;
-    keyed.sort_unstable_by_key(|(_, order)| *order);
-    jobs.extend(keyed);
-    let now = pg_sys::TimestampTz::from(now);
-    for (_, (_, _, available_at, _)) in &jobs {
-        counters::claimed(queue_name, now - available_at);
-    }
-    Ok(jobs.into_iter().map(|(job, _)| job).collect())
-}
-
-/// Takes up to `batch_size` jobs, those without a concurrency key (`claim_rows`) and those with
-/// one (`keys::claim`), in the turn this session's key rotation is at: the keys first, unless the
-/// jobs without a key have their turn (once a round) or the queue has no key with pending jobs.
-/// Each takes what the one before left of the batch, and the keys go on after the jobs without a
-/// key, so that a claim finds nothing only when neither has a claimable job (in the keys it
-/// visits: at most `keys::MOST_KEYS_PER_CLAIM` per look). `args(n)` are the claim statement's arguments
-/// for a batch of n. Returns the jobs without a key with what their fairness check saw, then the
-/// keyed jobs.
-fn take_in_turn(
-    db: &mut Session,
-    queue_name: &str,
-    batch_size: i32,
-    args: impl Fn(i32) -> [DatumWithOid<'static>; 10],
-    fair: bool,
-    key_rate: Option<rates::Rate>,
-    now: pg_sys::TimestampTz,
-) -> spi::Result<Taken> {
-    let keyed_rows = |db: &mut Session, want: i32| -> spi::Result<Vec<(ClaimedJob, ClaimOrder)>> {
-        let rows: Vec<ClaimedRow> =
-            keys::claim(db, statements_keyed(), || args(want), queue_name, want, key_rate, now, {
-                |row: &ClaimedRow| row.10.as_deref()
-            })?;
-        Ok(rows.into_iter().map(claimed_job).collect())
-    };
-    let mut keyed = if keys::keys_first(queue_name) { keyed_rows(db, batch_size)? } else { Vec::new() };
-    let left = batch_size - keyed.len() as i32;
-    if left == 0 {
-        return Ok((Vec::new(), None, keyed));
-    }
-    let (jobs, fairness) = claim_rows(db, &args(left), fair)?;
-    keys::unkeyed_served(queue_name);
-    // What is left goes on with the keys: after the jobs without a key (their turn, or the end
-    // of a round), or from where the keys' turn stopped.
-    let left = left - jobs.len() as i32;
-    if left > 0 && keys::may_look(queue_name) {
-        keyed.extend(keyed_rows(db, left)?);
-    }
-    Ok((jobs, fairness, keyed))
-}
-
-/// A queue rate counts claims in the claim's snapshot, which must be newer than the rate lock: not
-/// so in REPEATABLE READ or SERIALIZABLE (see `keys::claim`'s refusal, for the same reason).
-fn refuse_a_stale_rate_count(queue_name: &str) {
-    // SAFETY: a plain read of the transaction's isolation level.
-    if unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32 {
-        crate::error::flow_limit_needs_read_committed(queue_name, "rate_limit");
-    }
-}
-
-/// Moves the queue's claim front up after a claim that read it as `seen` (README, "Old snapshots";
-/// the rules are in `shared::front`). The lowest job this claim took in priority order proves the
-/// front when it is on the front's priority: everything between was due, and this claim's walk
-/// passed it as running, locked or too new for its snapshot (whose lowering `front` checks).
-/// Otherwise a look finds the first pending key, from the front, or from the start once a second.
-/// Only a claim whose snapshot was taken after its read may prove anything: not one in a
-/// REPEATABLE READ or SERIALIZABLE transaction.
-fn move_front(
-    queue_name: &str,
-    seen: &front::Seen,
-    jobs: &[(ClaimedJob, ClaimOrder)],
-    now: TimestampWithTimeZone,
-) -> spi::Result<()> {
-    // SAFETY: a plain read of the transaction's isolation level.
-    if unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32 {
-        return Ok(());
-    }
-    let in_order = jobs
-        .iter()
-        .filter(|(_, (in_priority_order, ..))| *in_priority_order)
-        .map(|(job, order)| key_of(job, order))
-        .min();
-    let look_from = if seen.full_look_due {
-        Key::BOTTOM
-    } else if seen.keyed {
-        return Ok(());
-    } else {
-        match in_order {
-            Some(lowest) if lowest.priority == seen.mark.priority => {
-                front::advance(queue_name, seen, lowest);
-                return Ok(());
-            }
-            Some(_) if seen.look_due => seen.mark,
-            None if seen.look_due && seen.mark == Key::BOTTOM => seen.mark,
-            _ => return Ok(()),
-        }
-    };
-    let args =
-        [queue_name.into(), look_from.priority.into(), timestamp(look_from.available_at).into(), look_from.id.into()];
-    // Part of the claim: WAL it may write (pruning a page it reads) keeps a leases-only commit so.
-    let found = tokens::lease_write(|| {
-        db::connect(|db| db.rows::<(Option<i32>, Option<TimestampWithTimeZone>, Option<i64>, bool)>(FRONT, &args))
-    })?;
-    let Some((priority, available_at, id, keyed)) = found.into_iter().next() else {
-        return Ok(());
-    };
-    let first = match (priority, available_at, id) {
-        (Some(priority), Some(available_at), Some(id)) => Key { priority, available_at: available_at.into(), id },
-        _ => Key::TOP,
-    };
-    front::install(queue_name, seen, first, keyed, look_from == Key::BOTTOM, now.into());
-    Ok(())
-}
-
-/// The claim statement: `claim.sql` between its parts, or (`lean`) the statement made from it
-/// without the fairness check, as that file's header describes.
-pub(crate) fn statement(lean: bool) -> &'static str {
-    static LEAN: LazyLock<String> = LazyLock::new(|| without_sections(CLAIM, "fairness"));
-    if lean {
-        LEAN.as_str()
-    } else {
-        CLAIM
-    }
-}
-
-/// The keyed claim statements: `claim_keyed.sql` between the same parts, without their fairness
-/// sections; the first also without its key starvation section (as that file's header says).
-pub(crate) fn statements_keyed() -> (&'static str, &'static str) {
-    static KEYED: LazyLock<(String, String)> = LazyLock::new(|| {
-        let starvation = without_sections(self::KEYED, "fairness");
-        (without_sections(&starvation, "key starvation"), starvation)
-    });
-    (KEYED.0.as_str(), KEYED.1.as_str())
-}
-
-/// `sql` without its lines from each `-- <name>: begin` to the next `-- <name>: end`, and with the
-/// text of each `-- lean: ` line instead.
-fn without_sections(sql: &str, name: &str) -> String {
-    let (begin, end) = (format!("-- {name}: begin"), format!("-- {name}: end"));
-    let mut lean = String::with_capacity(sql.len());
-    let mut skipping = false;
-    for line in sql.lines() {
-        match line.trim() {
-            marker if marker == begin => skipping = true,
-            marker if marker == end => skipping = false,
-            _ if skipping => {}
-            _ => {
-                lean.push_str(line.strip_prefix("-- lean: ").unwrap_or(line));
-                lean.push('\n');
-            }
-        }
-    }
-    assert!(!skipping, "a {name} section of a claim statement has no end");
-    lean
-}
-
-/// A claimed job's place in claim order.
-fn key_of(job: &ClaimedJob, order: &ClaimOrder) -> Key {
-    Key { priority: job.3, available_at: order.2, id: job.0 }
-}
-
-/// A time as a timestamptz argument; the front's keys are times read from jq_jobs, or infinite.
-fn timestamp(at: pg_sys::TimestampTz) -> TimestampWithTimeZone {
-    TimestampWithTimeZone::try_from(at).unwrap_or_else(|_| TimestampWithTimeZone::negative_infinity())
-}
-
-/// Claim order as a sort key: starving jobs first, oldest first; then `priority DESC, available_at, id`.
-type ClaimOrder = (bool, std::cmp::Reverse<i32>, pg_sys::TimestampTz, i64);
-
-/// The claimed rows: the job's columns, then its `available_at` and whether it was starving.
-type ClaimedRow = (
-    i64,
-    String,
-    Payload,
-    i32,
-    i32,
-    i32,
-    i64,
-    TimestampWithTimeZone,
-    TimestampWithTimeZone,
-    bool,
-    Option<String>,
-    Option<TimestampWithTimeZone>,
-    Option<i64>,
-);
-
-/// What a claim's fairness check saw, for the queue's fairness bound: the oldest pending job
-/// (None: none) and the starvation limit (None: none), in microseconds.
-type FairnessSeen = (Option<i64>, Option<i64>);
-
-/// What one turn of a claim took: the jobs without a key and what their fairness check saw (as
-/// `Claimed`), then the jobs with a key.
-type Taken = (Vec<(ClaimedJob, ClaimOrder)>, Option<FairnessSeen>, Vec<(ClaimedJob, ClaimOrder)>);
-
-/// The jobs a claim statement took, each with its place in claim order, and what its fairness
-/// check saw (None: it had none, or took nothing).
-type Claimed = (Vec<(ClaimedJob, ClaimOrder)>, Option<FairnessSeen>);
-
-/// Runs the claim statement: the lean one while the queue's fairness bound says no job can be
-/// starving (`fair`), otherwise the whole of `claim.sql`, whose fairness check is then returned as well.
-fn claim_rows(db: &mut Session, args: &[DatumWithOid], fair: bool) -> spi::Result<Claimed> {
-    let rows: Vec<ClaimedRow> = db.rows(statement(fair), args)?;
-    let seen = rows.first().filter(|_| !fair).map(|row| (row.11.map(pg_sys::TimestampTz::from), row.12));
-    Ok((rows.into_iter().map(claimed_job).collect(), seen))
-}
-
-/// A claimed row as the job jq_claim returns and its place in claim order.
-fn claimed_job(row: ClaimedRow) -> (ClaimedJob, ClaimOrder) {
-    let (id, queue, payload, priority, attempts, max_attempts, token, expires, available_at, starved, ..) = row;
-    let rank = if starved { 0 } else { priority };
-    let order = (!starved, std::cmp::Reverse(rank), available_at.into(), id);
-    ((id, queue, payload, priority, attempts, max_attempts, token, expires), order)
-}
-
-#[cfg(test)]
-mod unit {
-    use super::*;
-
-    #[test]
-    fn the_lean_claim_is_claim_sql_without_its_fairness_sections() {
-        let lean = statement(true);
-        for fairness_only in ["oldest AS", "starving AS", ") AS starving\n", "FROM oldest", "starvation_limit_us FROM"]
-        {
-            assert!(CLAIM.contains(fairness_only) && !lean.contains(fairness_only), "{fairness_only}");
-        }
-        assert!(lean.contains("\n       NULL::timestamptz AS oldest_pending, NULL::bigint AS starvation_limit_us\n"));
-        for both in ["queue AS (", ") AS at_front", ") AS below_front", "claimed AS (", "FROM claimed"] {
-            assert!(lean.contains(both), "{both}");
-        }
-        let markers = ["-- fairness: begin", "-- fairness: end"];
-        assert!(lean.lines().all(|line| !markers.contains(&line.trim()) && !line.starts_with("-- lean: ")));
-    }
-
-    #[test]
-    #[should_panic(expected = "has no end")]
-    fn an_unended_fairness_section_is_refused() {
-        without_sections("SELECT 1\n-- fairness: begin\n, 2\n", "fairness");
-    }
+    let front = prepare::front(queue_name, now);
+    let taken = take::take(request, &start, &front, admitted.batch_size, waiting, now)?;
+    after::claimed(queue_name, &front, admitted, taken, now)
 }
 
 #[cfg(any(test, feature = "pg_test"))]
