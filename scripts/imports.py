@@ -5,11 +5,12 @@ Every `crate::`, `super::` and `self::` path in a module's code (its tests inclu
 is an arrow from that module to the module the path names. The modules stand on floors, and an
 arrow may only run level or down:
 
-  4  the top: lib.rs, the background worker (reaper), upgrade
-  3  api: the SQL functions
-  2  shared: what backends share (shared memory, the hooks, the key locks)
-  1  guc, input, rights: settings, arguments, who may do what
-  0  db, error, cron, testing: statements, errors, cron expressions, what the tests share
+  5  the top: lib.rs, the background worker (reaper), upgrade
+  4  api: the SQL functions
+  3  shared: what backends share (shared memory, the hooks, the key locks)
+  2  rights, input, error: who may call, which arguments pass, what a refusal says
+  1  db: the only code that runs SQL
+  0  guc, cron, testing: settings, cron expressions, what the tests share
 
     scripts/imports.py            prints every arrow, then the arrows that break the rule
     scripts/imports.py --check    prints only what breaks the rule; exits 1 if anything does
@@ -24,11 +25,12 @@ import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 FLOORS = [
-    (4, ["crate", "reaper", "upgrade"]),
-    (3, ["api"]),
-    (2, ["shared"]),
-    (1, ["guc", "input", "rights"]),
-    (0, ["db", "error", "cron", "testing"]),
+    (5, ["crate", "reaper", "upgrade"]),
+    (4, ["api"]),
+    (3, ["shared"]),
+    (2, ["rights", "input", "error"]),
+    (1, ["db"]),
+    (0, ["guc", "cron", "testing"]),
 ]
 
 

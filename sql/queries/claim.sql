@@ -1,24 +1,24 @@
 -- $1 queue_name, $2 worker, $3 lease (NULL: queue default), $4 batch_size, $5 now,
 -- $6 admitted: true only after the caller holds a limited queue's row lock and has reduced $4 to
---    the free slots (see src/api/claim.rs); a limited queue claims nothing without it.
+--    the free slots (see src/api/claim/admit.rs); a limited queue claims nothing without it.
 -- $7 token floor: the token epoch * 2^32 (see src/api/tokens.rs); a new token is above the job's
 --    last one and at least this.
 -- $8, $9, $10 the claim front: priority, available_at and id of the first key a claim looks at.
 --
--- One statement, of three files (src/api/claim.rs joins them): parts/claim_queue.sql, this file's
+-- One statement, of three files (src/api/claim/take.rs joins them): parts/claim_queue.sql, this file's
 -- `picked`, and parts/claim_update.sql. It picks up to $4 claimable rows without a concurrency key
 -- (those with one are taken key by key: claim_keyed.sql), skipping rows another claimer has locked,
 -- and turns exactly those into running rows with a fresh lease and the next fencing token.
 -- A job whose `expires_at` has passed is never picked (each branch says so); the expiry sweep
 -- cancels it (expire.sql).
 --
--- Two statements are made from this file (src/api/claim.rs, `statement`): this one, and a lean one
+-- Two statements are made from this file (src/api/claim/take.rs, `statement`): this one, and a lean one
 -- for claims while the queue's fairness bound says no job can be starving (src/shared/front.rs;
 -- README, "Fairness"). The lean statement leaves out the lines from each "fairness: begin" to its
 -- "fairness: end", and has each line marked "lean:" instead. The fairness check is half of this
 -- plan, which every execution starts and ends again. The plan tests check both statements.
 --
--- Plan notes, checked by the plan tests: src/api/claim.rs runs this with a generic plan, prepared once per
+-- Plan notes, checked by the plan tests: src/api/claim/take.rs runs this with a generic plan, prepared once per
 -- session. The UPDATE finds the locked rows by `ctid = ANY(...)`, a TID scan whatever the statistics
 -- said when the plan was made (`id = ANY(...)` became a sequential scan in a generic plan made while
 -- the table was empty). Each ctid is that of the row version this statement locked, which no one

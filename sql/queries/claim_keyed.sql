@@ -2,7 +2,7 @@
 -- (src/api/keys.rs), in the rotation's order; $12 for each, at most how many of its jobs to take;
 -- $13 the key rate limit (NULL: none) and $14 its window now (src/api/rates.rs).
 --
--- The middle of the keyed claim statement, of three files like claim.sql's (src/api/claim.rs joins
+-- The middle of the keyed claim statement, of three files like claim.sql's (src/api/claim/take.rs joins
 -- them, and drops the fairness sections of the other two: starvation is looked for key by key
 -- here). For each key: its free slots, its limit (its own, or the queue's key_concurrency_limit)
 -- less its jobs running under a current lease, counted in this statement's snapshot, which was
@@ -56,7 +56,7 @@
         -- of those whose oldest starves, the oldest starving jobs, locked by ctid and checked again
         -- on the version locked. When none starves, the usual case, this reads the probes only.
         -- Then claim order. A job in both branches is returned twice and updated once. Two
-        -- statements are made of this file (src/api/claim.rs): this one, and one without the lines
+        -- statements are made of this file (src/api/claim/take.rs): this one, and one without the lines
         -- from "key starvation: begin" to "key starvation: end", for claims whose keys' pending
         -- jobs all had one priority when the rotation read them (claim_keys.sql), where claim
         -- order is oldest first already.

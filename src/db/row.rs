@@ -1,6 +1,6 @@
-//! The one row decoder: a row is read as a tuple of its columns in order, each either a value
-//! (`i64`, `String`, ...) for a column the statement returns from a NOT NULL column, or an `Option`
-//! for one that may be NULL.
+//! The one row decoder: a row is read as a tuple of its columns in order (or as a named type
+//! whose `FromRow` reads each with `Column`), each either a value (`i64`, `String`, ...) for a
+//! column the statement returns from a NOT NULL column, or an `Option` for one that may be NULL.
 
 use pgrx::datum::{Interval, JsonB, TimestampWithTimeZone};
 use pgrx::prelude::*;

@@ -1,4 +1,4 @@
--- The start of the claim statements (src/api/claim.rs joins them): `queue`, the queue's number and
+-- The start of the claim statements (src/api/claim/take.rs joins them): `queue`, the queue's number and
 -- the settings a claim applies. Parameters as in claim.sql.
 WITH RECURSIVE queue AS (
     SELECT (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1) AS id,

@@ -1,4 +1,4 @@
--- The end of the claim statements (src/api/claim.rs joins them): the rows of `picked` become
+-- The end of the claim statements (src/api/claim/take.rs joins them): the rows of `picked` become
 -- running under a lease with the next fencing token, and are returned. Parameters as in claim.sql.
 ), claimed AS (
     UPDATE jq_live_jobs j

@@ -1,6 +1,6 @@
 -- $1 queue_name
 -- The start of a statement, which claim_any_due.sql, claim_next_due.sql and claim_slot_free.sql
--- each go on from (src/api/claim.rs and src/api/wait.rs join them): `levels`, each priority that
+-- each go on from (src/api/claim/ and src/api/wait.rs join them): `levels`, each priority that
 -- has pending jobs in the queue, from the highest down, with its oldest pending job. One probe of
 -- the claim index each, a skip scan: the first entry below the priority before (see claim.sql).
 WITH RECURSIVE levels AS (
