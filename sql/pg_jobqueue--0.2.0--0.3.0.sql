@@ -349,6 +349,9 @@ ALTER TABLE jq_queues
     ADD CONSTRAINT jq_queues_rate_period_bounded CHECK (jq_setting_interval_ok(rate_period)),
     ADD CONSTRAINT jq_queues_key_rate_period_bounded CHECK (jq_setting_interval_ok(key_rate_period));
 
+-- Queues that keep no succeeded job (README, "Queues that keep nothing").
+ALTER TABLE jq_queues ADD COLUMN keep_succeeded boolean NOT NULL DEFAULT true;
+
 -- One concurrency key's own settings in a queue (README, "Flow control"), set by jq_configure_key:
 -- a limit on its running jobs in place of the queue's key_concurrency_limit (NULL: the queue's),
 -- and its weight in the key rotation, whose turn gives a key of weight w up to w jobs. A key

@@ -19,6 +19,13 @@ WITH done AS (
       AND j.lease_token = given.lease_token
       AND j.lease_expires_at > $4
     RETURNING j.*, given.result
+), forgotten AS (
+    -- The jobs of queues that keep no succeeded job (README, "Queues that keep nothing").
+    SELECT d.id
+    FROM done d
+    JOIN jq_queue_ids n ON n.queue_id = d.queue_id
+    JOIN jq_queues q ON q.queue_name = n.queue_name
+    WHERE NOT q.keep_succeeded
 ), kept AS (
     INSERT INTO jq_job_history
     SELECT d.id, d.queue_id, d.payload, d.priority, d.available_at, d.attempt_count, d.max_attempts,
@@ -26,6 +33,10 @@ WITH done AS (
            d.last_error_message, d.dedup_key, d.ordering_key, d.created_at, $4, d.concurrency_key,
            d.expires_at, d.progress, d.result
     FROM done d
+    WHERE d.id <> ALL (ARRAY(SELECT f.id FROM forgotten f))
+), events_gone AS (
+    DELETE FROM jq_job_events e
+    WHERE e.job_id = ANY (ARRAY(SELECT f.id FROM forgotten f))
 )
 SELECT d.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = d.queue_id), d.claimed_at,
        d.concurrency_key IS NOT NULL

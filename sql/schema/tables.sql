@@ -57,6 +57,9 @@ CREATE TABLE jq_queues (
                   CONSTRAINT jq_queues_key_rate_limit_positive CHECK (key_rate_limit >= 1),
     key_rate_period interval
                   CONSTRAINT jq_queues_key_rate_period_positive CHECK (key_rate_period > interval '0'),
+    -- false: a successful completion deletes the job, with its events and result, instead of
+    -- keeping it in jq_job_history (README, "Queues that keep nothing").
+    keep_succeeded boolean NOT NULL DEFAULT true,
     CONSTRAINT jq_queues_backoff_cap_ge_base CHECK (backoff_cap >= backoff_base),
     CONSTRAINT jq_queues_rate_paired CHECK ((rate_limit IS NULL) = (rate_period IS NULL)),
     CONSTRAINT jq_queues_key_rate_paired CHECK ((key_rate_limit IS NULL) = (key_rate_period IS NULL))

@@ -17,7 +17,7 @@ const CONFIGURE_KEY: &str = include_str!("../../sql/queries/configure_key.sql");
 const SETTINGS_KEYS: &str = include_str!("../../sql/queries/settings_keys.sql");
 
 /// The settings jq_configure takes: the columns of jq_queues but its key.
-const SETTINGS: [&str; 18] = [
+const SETTINGS: [&str; 19] = [
     "default_lease",
     "max_attempts",
     "backoff_base",
@@ -36,6 +36,7 @@ const SETTINGS: [&str; 18] = [
     "warn_claimable_age",
     "warn_expiring_leases",
     "warn_dead_age",
+    "keep_succeeded",
 ];
 
 /// Changes the settings named in `settings` (a JSON object: `{"max_attempts": 5, "paused": true,

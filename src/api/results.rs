@@ -23,8 +23,18 @@ const READERS: [Privilege; 3] = [Privilege::Enqueue, Privilege::Consume, Privile
 /// The columns of jq_result and jq_await.
 type Outcome = (Status, Option<Payload>, Option<String>, Option<String>, Option<TimestampWithTimeZone>);
 
-/// The job as result.sql reads it: its queue, whether it finished, and its outcome.
-type Row = (String, bool, Status, Option<Payload>, Option<String>, Option<String>, Option<TimestampWithTimeZone>);
+/// The job as result.sql reads it: its queue, whether it finished, its outcome, and whether its
+/// queue keeps succeeded jobs.
+type Row = (
+    Option<String>,
+    bool,
+    Status,
+    Option<Payload>,
+    Option<String>,
+    Option<String>,
+    Option<TimestampWithTimeZone>,
+    bool,
+);
 
 /// The job's status, result, last error and finish time; no row for a job that does not exist (or
 /// was pruned). A job not yet finished has no result and no finish time.
@@ -50,12 +60,14 @@ fn jq_result(
         return Ok(TableIterator::new(None));
     }
     // In the calling statement's snapshot, as a STABLE function reads.
-    let row = rights::as_owner(|| db::read_only_rows::<Row>(RESULT, &[job_id.into()]))?.pop();
+    let row = rights::as_owner(|| db::read_only_rows::<Row>(RESULT, &[job_id.into(), false.into()]))?.pop();
     Ok(TableIterator::new(row.map(outcome)))
 }
 
 /// Waits up to `wait` for the job to finish (succeeded, dead or cancelled) and returns what
-/// jq_result would then; no row if it has not finished in time, or does not exist. Woken by the
+/// jq_result would then; no row if it has not finished in time, or does not exist. A job this call
+/// saw unfinished in a queue that keeps no succeeded job, and then finds gone, succeeded: its
+/// completion deleted it (README, "Queues that keep nothing"), and it has no result. Woken by the
 /// finishing commit through shared memory when the library is preloaded, and polling otherwise;
 /// sleeps without a snapshot horizon where it can (as a waiting claim does: README, "Wake-ups").
 #[pg_extern(volatile, parallel_unsafe)]
@@ -84,6 +96,8 @@ fn jq_await(
     let deadline = Instant::now() + wait;
     let waiter = finish::Waiter::new(job_id);
     let may_release = wait::may_release_snapshot_horizon();
+    // The job's queue, once a look found it unfinished in a queue that keeps nothing.
+    let mut vanishes_on_success: Option<String> = None;
     loop {
         // Read before looking, so that a finish committing after the look still wakes the sleep.
         let seen = waiter.generation();
@@ -92,14 +106,22 @@ fn jq_await(
         rights::accept_invalidations();
         // A job that does not exist (or was pruned), or that the caller may not read, will never
         // finish for it: no row at once, as jq_result has none.
-        if !readable(job_id) {
+        // A job that may be gone is checked by its queue, which its row can no longer tell.
+        let readable = match &vanishes_on_success {
+            Some(queue_name) => rights::may_use(queue_name, &READERS),
+            None => readable(job_id),
+        };
+        if !readable {
             return Ok(TableIterator::new(None));
         }
-        let Some(row) = look(job_id)? else {
+        let Some(row) = look(job_id, vanishes_on_success.is_some())? else {
             return Ok(TableIterator::new(None));
         };
         if row.1 {
             return Ok(TableIterator::new(Some(outcome(row))));
+        }
+        if !row.7 {
+            vanishes_on_success = row.0;
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -119,12 +141,14 @@ fn readable(job_id: i64) -> bool {
     rights::usable_jobs(&[job_id], &READERS).is_none_or(|usable| !usable.is_empty())
 }
 
-/// The job's row now, in a fresh snapshot (READ COMMITTED).
-fn look(job_id: i64) -> spi::Result<Option<Row>> {
-    rights::as_owner(|| db::connect(|db| db.rows::<Row>(RESULT, &[job_id.into()]))).map(|mut rows| rows.pop())
+/// The job's row now, in a fresh snapshot (READ COMMITTED); `gone_succeeded`: a job that is gone
+/// is answered as succeeded, with no result.
+fn look(job_id: i64, gone_succeeded: bool) -> spi::Result<Option<Row>> {
+    let args = [job_id.into(), gone_succeeded.into()];
+    rights::as_owner(|| db::connect(|db| db.rows::<Row>(RESULT, &args))).map(|mut rows| rows.pop())
 }
 
-fn outcome((_, _, status, result, code, message, finished_at): Row) -> Outcome {
+fn outcome((_, _, status, result, code, message, finished_at, _): Row) -> Outcome {
     (status, result, code, message, finished_at)
 }
 
@@ -149,6 +173,47 @@ mod tests {
         assert_eq!(result_text(id), "succeeded|{\"sent\": 3}||t");
         assert!(one::<bool>(&format!("SELECT result = '{{\"sent\": 3}}' FROM jq_jobs WHERE id = {id}")));
         assert_eq!(one::<i64>("SELECT count(*) FROM jq_result(999999)"), 0, "no such job: no row");
+    }
+
+    /// README, "Queues that keep nothing": a successful completion deletes the job, its events
+    /// and its result, one by one and in a batch; a failure still keeps the job, and a queue that
+    /// keeps its jobs is not touched.
+    #[pg_test]
+    fn a_queue_that_keeps_nothing_forgets_a_succeeded_job_with_its_events() {
+        run(
+            r#"SELECT jq_configure('gone', '{"keep_succeeded": false, "backoff_base": "1 ms", "backoff_cap": "1 ms"}')"#,
+        );
+        let id = enqueue("gone");
+        let (_, token) = claim("gone", "w", "30 s").unwrap();
+        assert!(one::<bool>(&format!("SELECT jq_fail({id}, 'w', {token}, 'E')")));
+        assert_eq!(one::<i64>(&format!("SELECT count(*) FROM jq_job_events WHERE job_id = {id}")), 1);
+        sleep(0.01);
+        let (again, token) = claim("gone", "w", "30 s").unwrap();
+        assert_eq!(again, id);
+        assert!(one::<bool>(&format!(r#"SELECT jq_complete({id}, 'w', {token}, result => '{{"n": 1}}')"#)));
+        let left = format!(
+            "SELECT (SELECT count(*) FROM jq_jobs WHERE id = {id}) + (SELECT count(*) FROM jq_job_events WHERE job_id = {id})
+                    + (SELECT count(*) FROM jq_result({id}))"
+        );
+        assert_eq!(one::<i64>(&left), 0, "nothing of the job is left");
+
+        let batch =
+            one::<Vec<i64>>("SELECT array_agg(x) FROM jq_enqueue_batch('gone', array_fill('{}'::jsonb, ARRAY[2])) x");
+        let kept = enqueue("kept");
+        let tokens =
+            one::<Vec<i64>>("SELECT array_agg(lease_token ORDER BY id) FROM jq_claim('gone', 'w', batch_size => 2)");
+        run(&format!(
+            "SELECT jq_complete_batch(ARRAY[{}, {}], 'w', ARRAY[{}, {}])",
+            batch[0], batch[1], tokens[0], tokens[1]
+        ));
+        let (_, token) = claim("kept", "w", "30 s").unwrap();
+        assert!(complete(kept, "w", token));
+        assert_eq!(
+            one::<String>(
+                "SELECT string_agg(queue_name || ':' || status, ',') FROM jq_jobs WHERE queue_name IN ('gone', 'kept')"
+            ),
+            "kept:succeeded"
+        );
     }
 
     #[pg_test]

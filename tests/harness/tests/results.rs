@@ -73,6 +73,30 @@ fn await_is_woken_by_the_completion_holding_no_snapshot_while_it_sleeps() {
     );
 }
 
+/// A queue that keeps nothing (README, "Queues that keep nothing"): the completion deletes the job,
+/// and a jq_await that saw it running answers at once that it succeeded, with no result. One that
+/// begins after the completion finds no job, as for a pruned one.
+#[test]
+fn await_of_a_job_that_its_queue_keeps_nothing_of_answers_succeeded_without_a_result() {
+    let cluster = Cluster::start_with(&[PRELOAD]);
+    let mut worker = cluster.connect();
+    worker.query_one("SELECT jq_configure('gone', '{\"keep_succeeded\": false}')", &[]).unwrap();
+    let id: i64 = worker.query_one("SELECT jq_enqueue('gone', '{}')", &[]).unwrap().get(0);
+    let (_, token) = claimed(&mut worker, "gone");
+    let mut client = cluster.connect();
+    client.batch_execute("SET application_name = 'awaiter'").unwrap();
+    let waiter = thread::spawn(move || {
+        client
+            .query_one("SELECT status::text, result IS NULL FROM jq_await($1, interval '4 min')", &[&id])
+            .map(|row| (row.get::<_, String>(0), row.get::<_, bool>(1)))
+    });
+    sleeping(&mut worker);
+    worker.execute("SELECT jq_complete($1, 'w', $2, result => '{\"ok\": true}')", &[&id, &token]).unwrap();
+    assert_eq!(waiter.join().unwrap().unwrap(), ("succeeded".to_string(), true));
+    let rows = worker.query("SELECT * FROM jq_await($1, interval '1 s')", &[&id]).unwrap();
+    assert!(rows.is_empty(), "a job already gone is one that does not exist");
+}
+
 #[test]
 fn await_is_woken_when_the_job_dies_or_is_cancelled() {
     let cluster = Cluster::start_with(&[PRELOAD]);

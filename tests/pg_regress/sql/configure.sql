@@ -83,6 +83,11 @@ FROM jq_configure('cfg', '{}') s;
 -- refuses the whole change: the valid max_attempts next to a bad setting is not applied either.
 SELECT jq_configure('cfg', '{"nonsense": 1}');
 \echo :SQLSTATE
+-- keep_succeeded is a boolean (as PostgreSQL reads one), never NULL.
+SELECT jq_configure('cfg', '{"keep_succeeded": null}');
+\echo :SQLSTATE
+SELECT jq_configure('cfg', '{"keep_succeeded": "maybe"}');
+\echo :SQLSTATE
 SELECT jq_configure('cfg', '[1]');
 \echo :SQLSTATE
 SELECT jq_configure('cfg', '{"key_concurrency_limit": 0}');
