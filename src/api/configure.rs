@@ -150,3 +150,138 @@ mod tests {
         assert_eq!(one::<i32>("SELECT max_attempts FROM jq_queues WHERE queue_name = 'cfg'"), 3);
     }
 }
+
+/// Every fallback the statements write for a queue without a row of jq_queues equals the column's
+/// default in the table: the two are written apart, and this keeps them one value.
+#[cfg(test)]
+mod fallbacks {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::path::Path;
+
+    fn sql_files(dir: &Path, out: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                sql_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "sql") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                // Without comments, on one line.
+                let code: Vec<&str> = text.lines().map(|l| l.split("--").next().unwrap()).collect();
+                out.push((path.display().to_string(), code.join(" ").split_whitespace().collect::<Vec<_>>().join(" ")));
+            }
+        }
+    }
+
+    /// The identifier at the start of `text`.
+    fn ident(text: &str) -> &str {
+        &text[..text.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(text.len())]
+    }
+
+    /// A value as the table's DEFAULT writes it: `interval '60 seconds'` is `'60 seconds'`.
+    fn literal(value: &str) -> String {
+        value.trim().strip_prefix("interval ").unwrap_or(value.trim()).to_string()
+    }
+
+    /// The top-level arguments of the call whose text starts right after its `(`.
+    fn arguments(text: &str) -> Vec<&str> {
+        let (mut depth, mut start, mut out) = (0, 0, Vec::new());
+        for (i, c) in text.char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' if depth == 0 => {
+                    out.push(text[start..i].trim());
+                    return out;
+                }
+                ')' => depth -= 1,
+                ',' if depth == 0 => {
+                    out.push(text[start..i].trim());
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The setting an argument reads: `q.<setting>` or `(SELECT q.<setting> FROM jq_queues ...)`.
+    fn setting(argument: &str) -> Option<&str> {
+        let rest = argument.strip_prefix("(SELECT q.").or_else(|| argument.strip_prefix("q."))?;
+        let name = ident(rest);
+        (argument.starts_with("q.") && name.len() == rest.len() || rest[name.len()..].starts_with(" FROM jq_queues "))
+            .then_some(name)
+    }
+
+    /// (setting, value, file) for each `THEN <value> ELSE q.<setting>` and each
+    /// `coalesce(.., <setting>, <value>)` whose value is a constant.
+    fn in_statements() -> Vec<(String, String, String)> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql");
+        let mut files = Vec::new();
+        sql_files(&root.join("queries"), &mut files);
+        sql_files(&root.join("schema"), &mut files);
+        let constant = |value: &str| {
+            value.starts_with(|c: char| c.is_ascii_digit() || c == '\'')
+                || ["interval '", "true", "false"].iter().any(|start| value.starts_with(start))
+        };
+        let mut found = Vec::new();
+        for (file, sql) in &files {
+            for (at, _) in sql.match_indices(" ELSE q.") {
+                let then = sql[..at].rfind("THEN ").unwrap();
+                let value = &sql[then + 5..at];
+                if constant(value) {
+                    found.push((ident(&sql[at + 8..]).to_string(), literal(value), file.clone()));
+                }
+            }
+            for (at, _) in sql.match_indices("coalesce(").chain(sql.match_indices("COALESCE(")) {
+                let args = arguments(&sql[at + 9..]);
+                let Some((last, before)) = args.split_last() else { continue };
+                if let (Some(name), true) = (before.iter().find_map(|a| setting(a)), constant(last)) {
+                    found.push((name.to_string(), literal(last), file.clone()));
+                }
+            }
+        }
+        found
+    }
+
+    /// Each column of jq_queues with its DEFAULT, from the schema.
+    fn table_defaults() -> BTreeMap<String, String> {
+        let schema = include_str!("../../sql/schema/tables.sql");
+        let table = &schema[schema.find("CREATE TABLE jq_queues (").unwrap()..];
+        let table = &table[..table.find("\n);").unwrap()];
+        table
+            .lines()
+            .filter_map(|line| {
+                let line = line.split("--").next().unwrap().trim();
+                let default = &line[line.find(" DEFAULT ")? + 9..];
+                Some((ident(line).to_string(), default.trim_end_matches(',').trim().to_string()))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_statements_fallbacks_are_the_tables_defaults() {
+        let defaults = table_defaults();
+        // A setting without a DEFAULT is NULL for a queue without a row, and a statement's
+        // fallback for it says what NULL means (no limit), which is not a default.
+        let found: Vec<_> =
+            in_statements().into_iter().filter(|(setting, ..)| defaults.contains_key(setting)).collect();
+        for (setting, value, file) in &found {
+            assert_eq!(Some(value), defaults.get(setting), "{file}: {setting} falls back to {value}");
+        }
+        // The fallbacks this test must find, so that a change of how they are written cannot hide one.
+        let seen: BTreeSet<&str> = found.iter().map(|(setting, ..)| setting.as_str()).collect();
+        let expected = [
+            "backoff_base",
+            "backoff_cap",
+            "default_lease",
+            "keep_succeeded",
+            "max_attempts",
+            "paused",
+            "retention",
+            "starvation_limit",
+            "warn_claimable_age",
+            "warn_dead_age",
+            "warn_expiring_leases",
+        ];
+        assert_eq!(seen, expected.into_iter().collect(), "{found:?}");
+    }
+}

@@ -271,6 +271,35 @@ mod unit {
         assert!(lean.lines().all(|line| !markers.contains(&line.trim()) && !line.starts_with("-- lean: ")));
     }
 
+    /// The ordering-key check (README, "Ordering keys") is written out in each place a claim
+    /// statement walks pending jobs: every copy must say the same.
+    #[test]
+    fn every_copy_of_the_ordering_key_check_is_the_same() {
+        let start = "(j.ordering_key IS NULL OR NOT EXISTS (";
+        let mut copies = Vec::new();
+        for sql in [CLAIM, KEYED, crate::api::claim::admit::SLOT_FREE] {
+            let sql = sql.lines().map(|l| l.split("--").next().unwrap()).collect::<Vec<_>>().join(" ");
+            let sql = sql.split_whitespace().collect::<Vec<_>>().join(" ");
+            for (at, _) in sql.match_indices(start) {
+                let mut depth = 0;
+                let end = sql[at..]
+                    .char_indices()
+                    .find_map(|(i, c)| {
+                        depth += match c {
+                            '(' => 1,
+                            ')' => -1,
+                            _ => 0,
+                        };
+                        (depth == 0).then_some(at + i + 1)
+                    })
+                    .unwrap();
+                copies.push(sql[at..end].to_string());
+            }
+        }
+        assert_eq!(copies.len(), 7, "{copies:#?}");
+        assert!(copies.iter().all(|copy| copy == &copies[0]), "{copies:#?}");
+    }
+
     #[test]
     #[should_panic(expected = "has no end")]
     fn an_unended_fairness_section_is_refused() {
