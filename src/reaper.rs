@@ -28,7 +28,7 @@ use pgrx::bgworkers::{
 use pgrx::prelude::*;
 use pgrx::spi;
 
-use crate::api::{reap, retention};
+use crate::api::{maintenance, retention};
 use crate::db::{self, begin_worker_transaction as begin_transaction, commit_worker_transaction as commit_transaction};
 use crate::shared::served::{self, Pass};
 use crate::{guc, rights};
@@ -366,7 +366,7 @@ fn passes(
     refused: &mut HashMap<&'static str, Instant>,
 ) -> Outcome<()> {
     let reaped = run_pass("reap", Some(("jq_reap", refused)), || {
-        reap::reap_expired(guc::REAPER_MAX_JOBS.get(), None, db::clock::now())
+        maintenance::reap_pass(guc::REAPER_MAX_JOBS.get(), None, db::clock::now())
     });
     let Outcome::Done(reaped) = reaped else { return reaped.nothing() };
     ran(slot, Pass::Reap);
@@ -382,7 +382,7 @@ fn passes(
     }
     *last_prune = Some(Instant::now());
     let pruned = run_pass("prune", Some(("jq_prune", refused)), || {
-        retention::prune(guc::REAPER_MAX_JOBS.get(), retention::By::Maintenance)
+        maintenance::prune_pass(guc::REAPER_MAX_JOBS.get(), retention::By::Maintenance)
     });
     let Outcome::Done(pruned) = pruned else { return pruned.nothing() };
     ran(slot, Pass::Prune);

@@ -7,6 +7,11 @@
 //! with `reaper_enabled`, or all its workers busy elsewhere), claims do it instead, at most once per interval for the
 //! whole database whatever the number of sessions: `inline`. `jq_maintenance` says which, and
 //! whether a pass is overdue.
+//!
+//! The passes themselves are two, whoever runs them (the worker, a claim, `jq_reap()`,
+//! `jq_prune()`): `reap` (expired leases, then expired jobs, then the due ticks: `api::reap`) and
+//! `prune` (retention, then the coming days' partitions: `api::retention`). This module is their
+//! one door for the worker and the claims.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -65,10 +70,10 @@ pub fn inline(queue_name: &str, now: TimestampWithTimeZone) -> spi::Result<()> {
     for (pass,) in db::rows_planned_per_call::<(String,)>(DUE, &args)? {
         match pass.as_str() {
             "reap" => {
-                reap::reap_expired(max, None, now)?;
+                reap_pass(max, None, now)?;
             }
             _ => {
-                retention::prune(INLINE_PRUNE_MAX, retention::By::Claim)?;
+                prune_pass(INLINE_PRUNE_MAX, retention::By::Claim)?;
             }
         }
     }
@@ -83,7 +88,19 @@ pub fn reap_own_queue(queue_name: &str, now: TimestampWithTimeZone) -> spi::Resu
     if max == 0 || worker_maintains() || !queue_reap_due(queue_name) {
         return Ok(());
     }
-    reap::reap_expired(max, Some(queue_name), now).map(|_| ())
+    reap_pass(max, Some(queue_name), now).map(|_| ())
+}
+
+/// The reap pass: up to `max_jobs` expired leases (of one queue, or all), then the expiry sweep,
+/// then the due ticks, as `jq_reap()` runs them.
+pub fn reap_pass(max_jobs: i32, queue_name: Option<&str>, now: TimestampWithTimeZone) -> spi::Result<reap::Reaped> {
+    reap::reap_expired(max_jobs, queue_name, now)
+}
+
+/// The prune pass: retention (up to `max_jobs` jobs deleted one by one; whole days at once), then
+/// the coming days' partitions, as `jq_prune()` runs them. Returns how many jobs went.
+pub fn prune_pass(max_jobs: i32, by: retention::By) -> spi::Result<i32> {
+    retention::prune(max_jobs, by)
 }
 
 fn queue_reap_due(queue_name: &str) -> bool {
