@@ -296,6 +296,11 @@ CREATE FUNCTION "jq_grants_changed"()
 	LANGUAGE c
 	AS 'MODULE_PATHNAME', 'jq_grants_changed_wrapper';
 
+CREATE FUNCTION "jq_settings_changed"()
+	RETURNS TRIGGER
+	LANGUAGE c
+	AS 'MODULE_PATHNAME', 'jq_settings_changed_wrapper';
+
 
 -- Settings out of the new bounds would make the constraints below refuse the upgrade: each becomes
 -- the plain length it compared as, in seconds between 1 and 100 years (36,000 days, as intervals
@@ -471,7 +476,10 @@ CREATE SEQUENCE jq_queue_ids_seq AS integer;
 CREATE TABLE jq_queue_ids (
     queue_id   int DEFAULT pg_catalog.nextval('jq_queue_ids_seq'::pg_catalog.regclass) CONSTRAINT jq_queue_ids_pkey PRIMARY KEY,
     queue_name text NOT NULL CONSTRAINT jq_queue_ids_name_key UNIQUE
-               CONSTRAINT jq_queue_ids_name_valid CHECK (queue_name ~ '^[A-Za-z0-9_.:-]{1,60}$')
+               CONSTRAINT jq_queue_ids_name_valid CHECK (queue_name ~ '^[A-Za-z0-9_.:-]{1,60}$'),
+    -- Some job of the queue has had an ordering key: set by the first such enqueue, never cleared.
+    -- Until then its claims run without the ordering-key check (src/api/settings.rs).
+    ordering_keys boolean NOT NULL DEFAULT false
 );
 
 -- Storage is split (README, "Storage"): jq_live_jobs holds the jobs that may still change (pending,
@@ -637,8 +645,11 @@ SELECT h.id, q.queue_name, h.payload, 'succeeded'::jq_status, h.priority, h.avai
 FROM jq_job_history h
 JOIN jq_queue_ids q ON q.queue_id = h.queue_id;
 
-INSERT INTO jq_queue_ids (queue_name)
-SELECT DISTINCT o.queue_name FROM jq_jobs_0_2_0 o ORDER BY o.queue_name;
+INSERT INTO jq_queue_ids (queue_name, ordering_keys)
+SELECT o.queue_name, pg_catalog.bool_or(o.ordering_key IS NOT NULL)
+FROM jq_jobs_0_2_0 o
+GROUP BY o.queue_name
+ORDER BY o.queue_name;
 
 INSERT INTO jq_live_jobs (id, queue_id, payload, status, priority, available_at, attempt_count,
                           max_attempts, lease_owner, lease_token, lease_expires_at, lease_length,
@@ -663,6 +674,15 @@ WHERE o.status OPERATOR(pg_catalog.=) 'succeeded';
 
 SELECT pg_catalog.pg_extension_config_dump('jq_queue_ids', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_queue_ids_seq', '');
+
+-- Tell every session to forget the queue settings it keeps when they change (src/api/settings.rs).
+ALTER FUNCTION jq_settings_changed() SET search_path = pg_catalog, @extschema@, pg_temp;
+CREATE TRIGGER jq_settings_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON jq_queues
+    FOR EACH STATEMENT EXECUTE FUNCTION jq_settings_changed();
+CREATE TRIGGER jq_settings_changed
+    AFTER UPDATE OR DELETE OR TRUNCATE ON jq_queue_ids
+    FOR EACH STATEMENT EXECUTE FUNCTION jq_settings_changed();
 SELECT pg_catalog.pg_extension_config_dump('jq_live_jobs', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_job_history_default', '');
 

@@ -1,22 +1,26 @@
--- $1 queue_name, $2 worker, $3 lease (NULL: queue default), $4 batch_size, $5 now,
--- $6 admitted: true only after the caller holds a limited queue's row lock and has reduced $4 to
---    the free slots (see src/api/claim/admit.rs); a limited queue claims nothing without it.
+-- $1 queue_name (returned), $2 worker, $3 lease, $4 batch_size, $5 now, $6 the queue's number,
 -- $7 token floor: the token epoch * 2^32 (see src/api/tokens.rs); a new token is above the job's
 --    last one and at least this.
 -- $8, $9, $10 the claim front: priority, available_at and id of the first key a claim looks at.
+-- $11 max_runtime (NULL: none), $12 starvation_limit (NULL: none).
+-- The settings ($3, $6, $11, $12) are the queue's as the session keeps them (src/api/settings.rs);
+-- the caller runs no claim of a paused queue, nor of a limited one before it holds the queue's row
+-- lock and has reduced $4 to the free slots (src/api/claim/admit.rs).
 --
--- One statement, of three files (src/api/claim/take.rs joins them): parts/claim_queue.sql, this file's
--- `picked`, and parts/claim_update.sql. It picks up to $4 claimable rows without a concurrency key
+-- One statement, of two files (src/api/claim/take.rs joins them): this file's `picked`, and
+-- parts/claim_update.sql. It picks up to $4 claimable rows without a concurrency key
 -- (those with one are taken key by key: claim_keyed.sql), skipping rows another claimer has locked,
 -- and turns exactly those into running rows with a fresh lease and the next fencing token.
 -- A job whose `expires_at` has passed is never picked (each branch says so); the expiry sweep
 -- cancels it (expire.sql).
 --
--- Two statements are made from this file (src/api/claim/take.rs, `statement`): this one, and a lean one
--- for claims while the queue's fairness bound says no job can be starving (src/shared/front.rs;
--- README, "Fairness"). The lean statement leaves out the lines from each "fairness: begin" to its
--- "fairness: end", and has each line marked "lean:" instead. The fairness check is half of this
--- plan, which every execution starts and ends again. The plan tests check both statements.
+-- Four statements are made from this file (src/api/claim/take.rs, `statement`), each with only the
+-- parts its queue uses. Without the fairness check, for claims while the queue's fairness bound
+-- says no job can be starving (src/shared/front.rs; README, "Fairness"): the lines from each
+-- "fairness: begin" to its "fairness: end" are left out, and each line marked "without fairness:"
+-- is taken in instead. The fairness check is half of this plan, which every execution starts and
+-- ends again. And with or without the ordering-key check (parts/ordering_key_check.sql), which
+-- takes the place of each "ordering key check" line. The plan tests check every statement.
 --
 -- Plan notes, checked by the plan tests: src/api/claim/take.rs runs this with a generic plan, prepared once per
 -- session. The UPDATE finds the locked rows by `ctid = ANY(...)`, a TID scan whatever the statistics
@@ -26,8 +30,9 @@
 -- this statement's snapshot sees (a pending job updated in place by another transaction, say by an
 -- operator's UPDATE); the UPDATE then skips that row, the claim returns one job fewer than it locked,
 -- and the lock ends with the transaction. Nothing is changed that is not returned.
+WITH RECURSIVE
 -- fairness: begin
-), oldest AS (
+oldest AS (
     -- For the fairness check: each priority that has pending jobs, from the claim front's down,
     -- with its oldest pending job, found by one probe of the claim index each (a skip scan: the
     -- first entry below the priority before). The front's priority starts at the front, since no
@@ -39,7 +44,7 @@
         SELECT * FROM (
             SELECT j.priority, j.available_at
             FROM jq_live_jobs j
-            WHERE j.queue_id = (SELECT id FROM queue)
+            WHERE j.queue_id = $6
               AND j.status OPERATOR(pg_catalog.=) 'pending'
               AND j.concurrency_key IS NULL
               AND j.priority >= $8 AND j.priority <= $8
@@ -51,7 +56,7 @@
         SELECT * FROM (
             SELECT j.priority, j.available_at
             FROM jq_live_jobs j
-            WHERE j.queue_id = (SELECT id FROM queue)
+            WHERE j.queue_id = $6
               AND j.status OPERATOR(pg_catalog.=) 'pending'
               AND j.concurrency_key IS NULL
               AND j.priority < $8
@@ -66,7 +71,7 @@
     CROSS JOIN LATERAL (
         SELECT j.priority, j.available_at
         FROM jq_live_jobs j
-        WHERE j.queue_id = (SELECT id FROM queue)
+        WHERE j.queue_id = $6
           AND j.status OPERATOR(pg_catalog.=) 'pending'
           AND j.concurrency_key IS NULL
           AND j.priority < o.priority
@@ -83,27 +88,23 @@
     CROSS JOIN LATERAL (
         SELECT j.ctid, j.available_at, j.id
         FROM jq_live_jobs j
-        WHERE j.queue_id = (SELECT id FROM queue)
+        WHERE j.queue_id = $6
           AND j.status OPERATOR(pg_catalog.=) 'pending'
           AND j.concurrency_key IS NULL
           AND j.priority >= o.priority AND j.priority <= o.priority
           AND (j.available_at, j.id) >= (o.from_at, o.from_id)
-          AND j.available_at <= (SELECT starving_before FROM queue)
+          AND j.available_at <= coalesce($5 - $12, '-infinity')
           AND (j.expires_at IS NULL OR j.expires_at > $5)
-          AND (j.ordering_key IS NULL OR NOT EXISTS (
-                SELECT 1 FROM jq_live_jobs k
-                WHERE k.queue_id = j.queue_id AND k.ordering_key = j.ordering_key
-                  AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
-                  AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
+          -- ordering key check
         ORDER BY j.priority DESC, j.available_at, j.id
         LIMIT $4
     ) AS c
-    WHERE o.available_at <= (SELECT starving_before FROM queue)
-      AND (SELECT open FROM queue)
+    WHERE o.available_at <= coalesce($5 - $12, '-infinity')
     ORDER BY c.available_at, c.id
     LIMIT $4
+),
 -- fairness: end
-), picked AS (
+picked AS (
 -- fairness: begin
     -- The starving jobs, then claim order among the rest. UNION ALL runs its branches in order and
     -- LIMIT stops it, so a later branch locks rows only when the ones before did not fill the
@@ -117,17 +118,12 @@
         SELECT j.ctid
         FROM jq_live_jobs j
         WHERE j.ctid = ANY (ARRAY(SELECT ctid FROM starving))
-          AND j.queue_id = (SELECT id FROM queue)
+          AND j.queue_id = $6
           AND j.status OPERATOR(pg_catalog.=) 'pending'
           AND j.concurrency_key IS NULL
-          AND j.available_at <= (SELECT starving_before FROM queue)
+          AND j.available_at <= coalesce($5 - $12, '-infinity')
           AND (j.expires_at IS NULL OR j.expires_at > $5)
-          -- Ordering keys: a keyed job waits while another job of its key runs or an earlier one is pending.
-          AND (j.ordering_key IS NULL OR NOT EXISTS (
-                SELECT 1 FROM jq_live_jobs k
-                WHERE k.queue_id = j.queue_id AND k.ordering_key = j.ordering_key
-                  AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
-                  AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
+          -- ordering key check
         FOR UPDATE OF j SKIP LOCKED
     ) AS starving
     UNION ALL
@@ -141,7 +137,7 @@
     SELECT ctid FROM (
         SELECT j.ctid
         FROM jq_live_jobs j
-        WHERE j.queue_id = (SELECT id FROM queue)
+        WHERE j.queue_id = $6
           AND j.status OPERATOR(pg_catalog.=) 'pending'
           AND j.concurrency_key IS NULL
           -- Not `priority = $8`: the planner would drop a constant from the ORDER BY and might
@@ -150,13 +146,7 @@
           AND (j.available_at, j.id) >= ($9, $10)
           AND j.available_at <= $5
           AND (j.expires_at IS NULL OR j.expires_at > $5)
-          AND (SELECT open FROM queue)
-          -- Ordering keys: a keyed job waits while another job of its key runs or an earlier one is pending.
-          AND (j.ordering_key IS NULL OR NOT EXISTS (
-                SELECT 1 FROM jq_live_jobs k
-                WHERE k.queue_id = j.queue_id AND k.ordering_key = j.ordering_key
-                  AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
-                  AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
+          -- ordering key check
         ORDER BY j.priority DESC, j.available_at, j.id
         LIMIT $4
         FOR UPDATE OF j SKIP LOCKED
@@ -165,18 +155,13 @@
     SELECT ctid FROM (
         SELECT j.ctid
         FROM jq_live_jobs j
-        WHERE j.queue_id = (SELECT id FROM queue)
+        WHERE j.queue_id = $6
           AND j.status OPERATOR(pg_catalog.=) 'pending'
           AND j.concurrency_key IS NULL
           AND j.priority < $8
           AND j.available_at <= $5
           AND (j.expires_at IS NULL OR j.expires_at > $5)
-          AND (SELECT open FROM queue)
-          AND (j.ordering_key IS NULL OR NOT EXISTS (
-                SELECT 1 FROM jq_live_jobs k
-                WHERE k.queue_id = j.queue_id AND k.ordering_key = j.ordering_key
-                  AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
-                  AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
+          -- ordering key check
         ORDER BY j.priority DESC, j.available_at, j.id
         LIMIT $4
         FOR UPDATE OF j SKIP LOCKED

@@ -1,10 +1,11 @@
--- Parameters $1 to $10 as in claim.sql; $11 the concurrency keys this claim holds the key locks of
--- (src/api/keys.rs), in the rotation's order; $12 for each, at most how many of its jobs to take;
--- $13 the key rate limit (NULL: none) and $14 its window now (src/api/rates.rs).
+-- Parameters $1 to $12 as in claim.sql; $13 the concurrency keys this claim holds the key locks of
+-- (src/api/keys.rs), in the rotation's order; $14 for each, at most how many of its jobs to take;
+-- $15 the key rate limit (NULL: none) and $16 its window now (src/api/rates.rs).
 --
--- The middle of the keyed claim statement, of three files like claim.sql's (src/api/claim/take.rs joins
--- them, and drops the fairness sections of the other two: starvation is looked for key by key
--- here). For each key: its free slots, its limit (its own, or the queue's key_concurrency_limit)
+-- The start of the keyed claim statement, which parts/claim_update.sql ends, as claim.sql's does
+-- (src/api/claim/take.rs joins them, and drops the latter's fairness section: starvation is
+-- looked for key by key here). Like claim.sql, this takes the ordering-key check only for a
+-- queue that has had a job with an ordering key. For each key: its free slots, its limit (its own, or the queue's key_concurrency_limit)
 -- less its jobs running under a current lease, counted in this statement's snapshot, which was
 -- taken after the caller took the key's lock, so every claim of the key that committed before is
 -- counted and none that has not can run; then its starving jobs, oldest first, and its first
@@ -14,9 +15,9 @@
 -- probes, then claim order), and one of the running index (queue and key) for its count; the only
 -- sort is of the starving jobs. `LIMIT` refers to the key's own row (a lateral reference), so
 -- each key stops after its share; locked rows are only those returned.
-), keys AS (
+WITH keys AS (
     SELECT k.concurrency_key, k.share, k.turn
-    FROM ROWS FROM (pg_catalog.unnest($11::text[]), pg_catalog.unnest($12::int[]))
+    FROM ROWS FROM (pg_catalog.unnest($13::text[]), pg_catalog.unnest($14::int[]))
          WITH ORDINALITY AS k(concurrency_key, share, turn)
 ), picked AS (
     SELECT c.ctid
@@ -30,7 +31,7 @@
                OPERATOR(pg_catalog.-) (
                    SELECT pg_catalog.count(*)::int
                    FROM jq_live_jobs r
-                   WHERE r.queue_id = (SELECT id FROM queue)
+                   WHERE r.queue_id = $6
                      AND r.concurrency_key = keys.concurrency_key
                      AND r.status OPERATOR(pg_catalog.=) 'running'
                      AND r.lease_expires_at > $5) AS free
@@ -38,14 +39,14 @@
     CROSS JOIN LATERAL (
         -- The key's rate: what is left of it in this window. A count of a newer window (another
         -- claim read a later clock) leaves nothing: this claim's window is over.
-        SELECT CASE WHEN $13::int IS NULL THEN 2147483647
-                    ELSE coalesce((SELECT CASE WHEN c.window_start > $14::timestamptz THEN 0
-                                               WHEN c.window_start = $14::timestamptz
-                                               THEN $13::int OPERATOR(pg_catalog.-) c.claims
-                                               ELSE $13::int END
+        SELECT CASE WHEN $15::int IS NULL THEN 2147483647
+                    ELSE coalesce((SELECT CASE WHEN c.window_start > $16::timestamptz THEN 0
+                                               WHEN c.window_start = $16::timestamptz
+                                               THEN $15::int OPERATOR(pg_catalog.-) c.claims
+                                               ELSE $15::int END
                                    FROM jq_rate_counts c
-                                   WHERE c.queue_id = (SELECT id FROM queue)
-                                     AND c.concurrency_key = keys.concurrency_key), $13::int) END AS free
+                                   WHERE c.queue_id = $6
+                                     AND c.concurrency_key = keys.concurrency_key), $15::int) END AS free
     ) AS rate
     CROSS JOIN LATERAL (
         SELECT greatest(least(keys.share, slots.free, rate.free), 0) AS n
@@ -71,7 +72,7 @@
                             FROM (
                                 SELECT o.priority, o.available_at
                                 FROM jq_live_jobs o
-                                WHERE o.queue_id = (SELECT id FROM queue)
+                                WHERE o.queue_id = $6
                                   AND o.concurrency_key = keys.concurrency_key
                                   AND o.status OPERATOR(pg_catalog.=) 'pending'
                                   AND o.concurrency_key IS NOT NULL
@@ -84,7 +85,7 @@
                             CROSS JOIN LATERAL (
                                 SELECT o.priority, o.available_at
                                 FROM jq_live_jobs o
-                                WHERE o.queue_id = (SELECT id FROM queue)
+                                WHERE o.queue_id = $6
                                   AND o.concurrency_key = keys.concurrency_key
                                   AND o.status OPERATOR(pg_catalog.=) 'pending'
                                   AND o.concurrency_key IS NOT NULL
@@ -98,30 +99,25 @@
                         CROSS JOIN LATERAL (
                             SELECT o.ctid, o.available_at, o.id
                             FROM jq_live_jobs o
-                            WHERE o.queue_id = (SELECT id FROM queue)
+                            WHERE o.queue_id = $6
                               AND o.concurrency_key = keys.concurrency_key
                               AND o.status OPERATOR(pg_catalog.=) 'pending'
                               AND o.concurrency_key IS NOT NULL
                               AND o.priority >= l.priority AND o.priority <= l.priority
-                              AND o.available_at <= (SELECT starving_before FROM queue)
+                              AND o.available_at <= coalesce($5 - $12, '-infinity')
                               AND (o.expires_at IS NULL OR o.expires_at > $5)
                             ORDER BY o.priority DESC, o.available_at, o.id
                             LIMIT take.n
                         ) AS t
-                        WHERE l.available_at <= (SELECT starving_before FROM queue)
+                        WHERE l.available_at <= coalesce($5 - $12, '-infinity')
                         ORDER BY t.available_at, t.id
                         LIMIT take.n))
-                  AND j.queue_id = (SELECT id FROM queue)
+                  AND j.queue_id = $6
                   AND j.concurrency_key = keys.concurrency_key
                   AND j.status OPERATOR(pg_catalog.=) 'pending'
-                  AND j.available_at <= (SELECT starving_before FROM queue)
+                  AND j.available_at <= coalesce($5 - $12, '-infinity')
                   AND (j.expires_at IS NULL OR j.expires_at > $5)
-                  AND (SELECT open FROM queue)
-                  AND (j.ordering_key IS NULL OR NOT EXISTS (
-                        SELECT 1 FROM jq_live_jobs k
-                        WHERE k.queue_id = j.queue_id AND k.ordering_key = j.ordering_key
-                          AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
-                          AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
+                  -- ordering key check
                 FOR UPDATE OF j SKIP LOCKED
             ) AS s
             UNION ALL
@@ -129,19 +125,13 @@
             SELECT p.ctid FROM (
                 SELECT j.ctid
                 FROM jq_live_jobs j
-                WHERE j.queue_id = (SELECT id FROM queue)
+                WHERE j.queue_id = $6
                   AND j.concurrency_key = keys.concurrency_key
                   AND j.status OPERATOR(pg_catalog.=) 'pending'
                   AND j.concurrency_key IS NOT NULL
                   AND j.available_at <= $5
                   AND (j.expires_at IS NULL OR j.expires_at > $5)
-                  AND (SELECT open FROM queue)
-                  -- Ordering keys: a keyed job waits while another job of its key runs or an earlier one is pending.
-                  AND (j.ordering_key IS NULL OR NOT EXISTS (
-                        SELECT 1 FROM jq_live_jobs k
-                        WHERE k.queue_id = j.queue_id AND k.ordering_key = j.ordering_key
-                          AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
-                          AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
+                  -- ordering key check
                 ORDER BY j.priority DESC, j.available_at, j.id
                 LIMIT take.n
                 FOR UPDATE OF j SKIP LOCKED

@@ -19,11 +19,7 @@ SELECT q.concurrency_limit > (SELECT pg_catalog.count(*) FROM jq_live_jobs r
                  AND j.concurrency_key IS NULL
                  AND j.priority >= l.priority AND j.priority <= l.priority
                  AND j.available_at <= $2
-                 AND (j.ordering_key IS NULL OR NOT EXISTS (
-                       SELECT 1 FROM jq_live_jobs k
-                       WHERE k.queue_id = j.queue_id AND k.ordering_key = j.ordering_key
-                         AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]) AND k.id <> j.id
-                         AND (k.status OPERATOR(pg_catalog.=) 'running' OR k.id < j.id)))
+                 -- ordering key check
                LIMIT 1
            ) AS due
            -- Jobs with a concurrency key: whether there is one at all, as in claim_any_due.sql.

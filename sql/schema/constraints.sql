@@ -13,3 +13,12 @@ ALTER TABLE jq_queues
     ADD CONSTRAINT jq_queues_warn_dead_age_bounded CHECK (jq_setting_interval_ok(warn_dead_age)),
     ADD CONSTRAINT jq_queues_rate_period_bounded CHECK (jq_setting_interval_ok(rate_period)),
     ADD CONSTRAINT jq_queues_key_rate_period_bounded CHECK (jq_setting_interval_ok(key_rate_period));
+
+-- Tell every session to forget the queue settings it keeps when they change (src/api/settings.rs).
+ALTER FUNCTION jq_settings_changed() SET search_path = pg_catalog, @extschema@, pg_temp;
+CREATE TRIGGER jq_settings_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON jq_queues
+    FOR EACH STATEMENT EXECUTE FUNCTION jq_settings_changed();
+CREATE TRIGGER jq_settings_changed
+    AFTER UPDATE OR DELETE OR TRUNCATE ON jq_queue_ids
+    FOR EACH STATEMENT EXECUTE FUNCTION jq_settings_changed();

@@ -32,8 +32,7 @@ CREATE TABLE jq_queues (
                   CONSTRAINT jq_queues_retention_positive CHECK (retention > interval '0'),
     -- Whether committed enqueues send NOTIFY "jq_<queue_name>" (LISTEN wake-ups): true always,
     -- false never, NULL while someone listens, which only a preloaded library can tell (without
-    -- preload: never). A session reads it at most once a second, so a change reaches every
-    -- session within a second.
+    -- preload: never). A session keeps it until it changes (src/api/settings.rs).
     notify        boolean,
     -- jq_queue_health warns when a figure passes its threshold; NULL: never.
     warn_claimable_age   interval DEFAULT '5 minutes'
@@ -74,7 +73,10 @@ CREATE SEQUENCE jq_queue_ids_seq AS integer;
 CREATE TABLE jq_queue_ids (
     queue_id   int DEFAULT pg_catalog.nextval('jq_queue_ids_seq'::pg_catalog.regclass) CONSTRAINT jq_queue_ids_pkey PRIMARY KEY,
     queue_name text NOT NULL CONSTRAINT jq_queue_ids_name_key UNIQUE
-               CONSTRAINT jq_queue_ids_name_valid CHECK (queue_name ~ '^[A-Za-z0-9_.:-]{1,60}$')
+               CONSTRAINT jq_queue_ids_name_valid CHECK (queue_name ~ '^[A-Za-z0-9_.:-]{1,60}$'),
+    -- Some job of the queue has had an ordering key: set by the first such enqueue, never cleared.
+    -- Until then its claims run without the ordering-key check (src/api/settings.rs).
+    ordering_keys boolean NOT NULL DEFAULT false
 );
 
 -- A plain sequence rather than an identity column: pg_dump can then keep its position through

@@ -118,7 +118,11 @@ fn settings_object(settings: Option<Payload>, known: &[&str]) -> Payload {
     settings
 }
 
-extension_sql_file!("../../sql/schema/constraints.sql", name = "settings", requires = [jq_setting_interval_ok]);
+extension_sql_file!(
+    "../../sql/schema/constraints.sql",
+    name = "settings",
+    requires = [jq_setting_interval_ok, jq_settings_changed]
+);
 
 /// Whether an interval setting adds what it says and stays in range: no part (months, days, time)
 /// negative, and at most 100 years in all. The check constraints of jq_queues call it.

@@ -4,7 +4,7 @@ use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 use pgrx::spi;
 
-use super::keys;
+use super::{keys, settings};
 use crate::db::{self, clock, payload::Payload};
 use crate::input;
 use crate::rights::{self, Privilege};
@@ -95,7 +95,10 @@ pub(crate) fn insert(db: &mut db::Session, job: &NewJob, now: TimestampWithTimeZ
             ],
         )?;
         if let Some(id) = inserted {
-            wake::after_enqueue(db, job.queue_name)?;
+            if job.ordering_key.is_some() {
+                settings::ordering_keys_used(db, job.queue_name)?;
+            }
+            wake::after_enqueue(job.queue_name, settings::of(job.queue_name)?.notify);
             after_insert(
                 job.queue_name,
                 Key { priority: job.priority, available_at: job.run_at.unwrap_or(now).into(), id },
@@ -161,7 +164,7 @@ fn jq_enqueue_jobs(
                 ids = db.rows(INSERT_BATCH, &args)?;
             }
             if let Some(&(first,)) = ids.iter().min() {
-                wake::after_enqueue(db, queue_name)?;
+                wake::after_enqueue(queue_name, settings::of(queue_name)?.notify);
                 let first = Key { priority, available_at: run_at.unwrap_or(now).into(), id: first };
                 after_insert(queue_name, first, false, concurrency_key.is_some());
             }

@@ -99,15 +99,15 @@ pub fn enqueued_keyed(queue_name: &str) {
 
 /// Claims up to `want` jobs with a concurrency key, key by key from where this session's rotation
 /// stands: one of `statements` (the second when a key's pending jobs have more than one priority,
-/// so that its starving jobs are looked for) with `args()` ($1 to $10 of claim.sql) and, as $11
-/// to $14, the keys locked, each one's share, and the key rate (`key_rate`) with its window at
+/// so that its starving jobs are looked for) with `args()` ($1 to $12 of claim.sql) and, as $13
+/// to $16, the keys locked, each one's share, and the key rate (`key_rate`) with its window at
 /// `now`. Counts what each key took against its rate. Returns the claimed rows, and when a key
 /// rate held back may let more be claimed (the next window), if it held any back.
 #[allow(clippy::too_many_arguments)]
 pub fn claim<T>(
     db: &mut Session,
     statements: (&'static str, &'static str),
-    args: impl Fn() -> [DatumWithOid<'static>; 10],
+    args: impl Fn() -> [DatumWithOid<'static>; 12],
     queue_name: &str,
     want: i32,
     key_rate: Option<Rate>,

@@ -19,5 +19,6 @@ pub mod results;
 pub mod retention;
 pub mod rights;
 pub mod schedules;
+pub mod settings;
 pub mod tokens;
 pub mod wait;

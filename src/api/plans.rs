@@ -19,23 +19,21 @@ mod tests {
         run("ANALYZE jq_live_jobs");
 
         let now = crate::db::clock::now();
-        let claim_plan = |batch: i32, admitted: bool| {
-            let args = [
-                "q2".into(),
-                "w".into(),
-                Option::<pgrx::datum::Interval>::None.into(),
-                batch.into(),
-                now.into(),
-                admitted.into(),
-                0i64.into(),
-                i32::MAX.into(),
-                pgrx::datum::TimestampWithTimeZone::negative_infinity().into(),
-                i64::MIN.into(),
-            ];
-            Spi::explain_with_args(crate::api::claim::statement(false), &args).unwrap().0
+        // As the claim runs it: with a generic plan, prepared once per session (`db::plans`).
+        run("SET LOCAL plan_cache_mode = force_generic_plan");
+        let queue_id = crate::api::settings::of("q2").unwrap().queue_id.unwrap();
+        let claim_plan = |batch: i32, ordered: bool| {
+            generic_plan(
+                crate::api::claim::statement(false, ordered),
+                CLAIM_TYPES,
+                &format!(
+                    "'q2', 'w', '1 minute', {batch}, now(), {queue_id}, 0, 2147483647, '-infinity', \
+                     -9223372036854775808, NULL, '5 minutes'"
+                ),
+            )
         };
-        for (batch, admitted) in [(1, false), (100, false), (100, true)] {
-            let plan = claim_plan(batch, admitted);
+        for (batch, ordered) in [(1, false), (100, false), (1, true), (100, true)] {
+            let plan = claim_plan(batch, ordered);
             assert_sorts_only_starving_jobs(&plan);
             assert_reads_index(&plan, "jq_live_jobs_claim");
             assert_has_node(&plan, "Tid Scan");
@@ -101,15 +99,20 @@ mod tests {
         assert_generic_plans_use_indexes();
     }
 
+    /// The types of a claim statement's arguments, $1 to $12 of claim.sql.
+    const CLAIM_TYPES: &str =
+        "text, text, interval, int, timestamptz, int, bigint, int, timestamptz, bigint, interval, interval";
+
     fn assert_generic_plans_use_indexes() {
         for batch in [1, 1000] {
             for front in ["2147483647, '-infinity', -9223372036854775808", "2, now() - interval '1 hour', 5000"] {
-                // The lean claim and the whole of claim.sql, whose fairness check alone may sort.
-                for lean in [true, false] {
+                // The lean claim and the whole of claim.sql, whose fairness check alone may sort;
+                // each with the ordering-key check and without it.
+                for (lean, ordered) in [(true, false), (true, true), (false, false), (false, true)] {
                     let claim = generic_plan(
-                        crate::api::claim::statement(lean),
-                        "text, text, interval, int, timestamptz, boolean, bigint, int, timestamptz, bigint",
-                        &format!("'q1', 'w', NULL, {batch}, now(), false, 0, {front}"),
+                        crate::api::claim::statement(lean, ordered),
+                        CLAIM_TYPES,
+                        &format!("'q1', 'w', '1 minute', {batch}, now(), 1, 0, {front}, NULL, '5 minutes'"),
                     );
                     if lean {
                         assert_no_sort_and_no_seq_scan(&claim);
@@ -119,6 +122,7 @@ mod tests {
                     assert_reads_index(&claim, "jq_live_jobs_claim");
                     assert_has_node(&claim, "Tid Scan");
                     assert_front_bounds_the_index_walk(&claim);
+                    assert_sized_to_the_queue(&claim, ordered);
                 }
             }
         }
@@ -127,23 +131,28 @@ mod tests {
         let keys = generic_plan(crate::api::keys::KEYS, "text, text, int", "'q1', '', 32");
         assert_no_sort_and_no_seq_scan(&keys);
         assert_reads_index(&keys, "jq_live_jobs_key_claim");
-        let (lean, starvation) = crate::api::claim::statements_keyed();
+        let (lean, starvation) = crate::api::claim::statements_keyed(false);
+        let (ordered_lean, ordered_starvation) = crate::api::claim::statements_keyed(true);
         for (batch, key_rate, statement) in [
             (1, "NULL, NULL", lean),
             (1, "NULL, NULL", starvation),
             (1000, "NULL, NULL", starvation),
             (1, "5, now()", lean),
+            (1, "NULL, NULL", ordered_lean),
+            (1000, "NULL, NULL", ordered_starvation),
         ] {
             let keyed = generic_plan(
                 statement,
-                "text, text, interval, int, timestamptz, boolean, bigint, int, timestamptz, bigint, text[], int[], \
-                 int, timestamptz",
+                &format!("{CLAIM_TYPES}, text[], int[], int, timestamptz"),
                 &format!(
-                    "'q1', 'w', NULL, {batch}, now(), false, 0, 2147483647, '-infinity', -9223372036854775808, \
-                     ARRAY['k1', 'k2'], ARRAY[{batch}, {batch}], {key_rate}"
+                    "'q1', 'w', '1 minute', {batch}, now(), 1, 0, 2147483647, '-infinity', -9223372036854775808, \
+                     NULL, '5 minutes', ARRAY['k1', 'k2'], ARRAY[{batch}, {batch}], {key_rate}"
                 ),
             );
             assert_sorts_only_starving_jobs(&keyed);
+            let ordered = [ordered_lean, ordered_starvation].contains(&statement);
+            let reads_ordering = plan_nodes(&keyed).iter().any(|n| n["Index Name"] == "jq_live_jobs_ordering");
+            assert_eq!(reads_ordering, ordered, "{keyed}");
             assert_reads_index(&keyed, "jq_live_jobs_key_claim");
             assert_index_cond(&keyed, "jq_live_jobs_running", "concurrency_key = ");
             assert_has_node(&keyed, "Tid Scan");
@@ -170,7 +179,7 @@ mod tests {
         let any_due = generic_plan(crate::api::claim::ANY_DUE, "text, timestamptz", "'q1', now()");
         assert_no_seq_scan(&any_due);
         assert_reads_index(&any_due, "jq_live_jobs_claim");
-        let slot_free = generic_plan(crate::api::claim::SLOT_FREE, "text, timestamptz", "'q3', now()");
+        let slot_free = generic_plan(crate::api::claim::slot_free(), "text, timestamptz", "'q3', now()");
         assert_no_seq_scan(&slot_free);
         assert_reads_index(&slot_free, "jq_live_jobs_claim");
         let holder = generic_plan(include_str!("../../sql/queries/enqueue_existing.sql"), "text, text", "'q1', 'k'");
@@ -242,6 +251,18 @@ mod tests {
             );
             assert_no_seq_scan(&enqueue);
         }
+    }
+
+    /// A claim statement has a plan node only for what its queue uses (README, "jq_configure"):
+    /// none reads the settings, which the session keeps, nor the rates' counts; and only a queue
+    /// that has had a job with an ordering key (`ordered`) has the ordering-key check's.
+    fn assert_sized_to_the_queue(plan: &serde_json::Value, ordered: bool) {
+        let nodes = plan_nodes(plan);
+        for table in ["jq_queues", "jq_queue_ids", "jq_key_settings", "jq_rate_counts"] {
+            assert!(!nodes.iter().any(|n| n["Relation Name"] == table), "{table}: {plan}");
+        }
+        let reads_ordering = nodes.iter().any(|n| n["Index Name"] == "jq_live_jobs_ordering");
+        assert_eq!(reads_ordering, ordered, "{plan}");
     }
 
     /// The generic plan PostgreSQL makes for `sql` prepared with parameters of `types`.

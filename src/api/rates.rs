@@ -11,27 +11,19 @@
 //! that shows every count committed before, and written in the claim's transaction, which then
 //! commits durably: a crash cannot lose a counted claim whose job a worker was handed.
 //!
-//! Each session reads the queue's rate settings at most once a second, so a change of a rate
-//! reaches every session within a second.
-
-use std::cell::RefCell;
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
+//! A claim applies the rates its session keeps with the queue's other settings (`settings`).
 
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 use pgrx::spi;
 
-use crate::db::{self, Session};
+use crate::db::Session;
 use crate::shared::key_lock::KeyLock;
 use crate::shared::{wake, xact};
 
-const SETTINGS: &str = include_str!("../../sql/queries/rate_settings.sql");
 const USED: &str = include_str!("../../sql/queries/rate_used.sql");
 const COUNT: &str = include_str!("../../sql/queries/rate_count.sql");
 
-/// How long a session keeps what it read of a queue's rate settings.
-const SETTINGS_TTL: Duration = Duration::from_secs(1);
 /// Microseconds from the Unix epoch to PostgreSQL's (2000-01-01), which timestamps count from.
 const UNIX_TO_POSTGRES_MICROS: i64 = 946_684_800_000_000;
 
@@ -54,31 +46,6 @@ impl Rate {
 pub struct Rates {
     pub queue: Option<Rate>,
     pub key: Option<Rate>,
-}
-
-thread_local! {
-    /// A backend is one thread.
-    static SEEN: RefCell<HashMap<String, (Rates, Instant)>> = RefCell::new(HashMap::new());
-}
-
-/// The queue's rates, as this session last read them (at most a second ago).
-pub fn of(queue_name: &str) -> spi::Result<Rates> {
-    let cached = SEEN.with(|seen| {
-        seen.borrow().get(queue_name).filter(|(_, at)| at.elapsed() < SETTINGS_TTL).map(|(rates, _)| *rates)
-    });
-    if let Some(rates) = cached {
-        return Ok(rates);
-    }
-    let row = db::connect(|db| {
-        db.rows::<(Option<i32>, Option<i64>, Option<i32>, Option<i64>)>(SETTINGS, &[queue_name.into()])
-    })?;
-    let rate = |limit: Option<i32>, period: Option<i64>| match (limit, period) {
-        (Some(limit), Some(period_micros)) if period_micros > 0 => Some(Rate { limit, period_micros }),
-        _ => None,
-    };
-    let rates = row.first().map_or_else(Rates::default, |r| Rates { queue: rate(r.0, r.1), key: rate(r.2, r.3) });
-    SEEN.with(|seen| seen.borrow_mut().insert(queue_name.to_owned(), (rates, Instant::now())));
-    Ok(rates)
 }
 
 /// A claim admitted by the queue's rate: how many jobs it may take, in which window, under the
@@ -191,9 +158,9 @@ mod tests {
         assert_eq!(ids("SELECT id FROM jq_claim('rq', 'w', batch_size => 10)").len(), 1, "one left of three");
         assert_eq!(ids("SELECT id FROM jq_claim('rq', 'w', batch_size => 10)").len(), 0, "the keyed job too");
         assert_eq!(one::<i32>("SELECT claims FROM jq_rate_counts WHERE concurrency_key = ''"), 3);
-        // Unlimited again (a session reads the settings at most once a second).
+        // Unlimited again, from the next claim on (a session forgets the settings it keeps when
+        // they change).
         run("SELECT jq_configure('rq', '{\"rate_limit\": null, \"rate_period\": null}')");
-        sleep(1.1);
         assert_eq!(ids("SELECT id FROM jq_claim('rq', 'w', batch_size => 10)").len(), 3);
     }
 

@@ -17,25 +17,16 @@
 //! server's secret (`queue_key`), so nobody can name a queue to share another's slot on purpose.
 //! Slots are not taken or held by queues, so there is nothing to fill.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use pgrx::prelude::*;
-use pgrx::spi;
 use pgrx::IntoDatum;
 
 use super::{listeners, queue_key, xact};
-use crate::db::Session;
-
-const NOTIFY_SETTING: &str = include_str!("../../sql/queries/queue_notify.sql");
 
 /// Enough that unrelated queues rarely share a slot.
 const SLOTS: usize = 1024;
-
-/// How long a session trusts what it read of a queue's `notify` setting.
-const SETTING_TTL: Duration = Duration::from_secs(1);
 
 /// Without shared memory (not preloaded) a waiting claim can only poll, at most this long apart.
 const POLL: Duration = Duration::from_millis(200);
@@ -111,20 +102,16 @@ fn slot_of(queue_name: &str) -> Option<*mut Slot> {
     Some(unsafe { shared.add((queue_key::hash(queue_name) % SLOTS as u64) as usize) })
 }
 
-thread_local! {
-    /// What this session last read of each queue's `notify` setting (None: NULL), and when. A
-    /// backend is one thread.
-    static NOTIFY_SETTINGS: RefCell<HashMap<String, (Option<bool>, Instant)>> = RefCell::new(HashMap::new());
-}
-
 /// Records that this transaction enqueued jobs into the queue: LISTEN clients and waiting claimers
 /// are told once it commits, and never if it (or the savepoint around the enqueue) rolls back.
-pub fn after_enqueue(db: &mut Session, queue_name: &str) -> spi::Result<()> {
-    if notifies(db, queue_name)? {
+/// `notify` is the queue's setting (None: NULL, or a queue without a row), as the caller's session
+/// keeps it (`api::settings`).
+pub fn after_enqueue(queue_name: &str, notify: Option<bool>) {
+    let notifies = notify.unwrap_or_else(|| crate::guc::preloaded() && listeners::may_have_listeners(queue_name));
+    if notifies {
         send_notify(queue_name);
     }
     at_commit(queue_name);
-    Ok(())
 }
 
 /// Wakes the queue's waiting claimers once this transaction commits, and not if it rolls back: it
@@ -146,28 +133,6 @@ fn send_notify(queue_name: &str) {
     unsafe {
         pgrx::direct_function_call::<()>(pg_sys::pg_notify, &[channel.as_str().into_datum(), "".into_datum()]);
     }
-}
-
-/// Whether a committed enqueue into the queue sends its NOTIFY (README, "Wake-ups").
-fn notifies(db: &mut Session, queue_name: &str) -> spi::Result<bool> {
-    Ok(match notify_setting(db, queue_name)? {
-        Some(always) => always,
-        None => crate::guc::preloaded() && listeners::may_have_listeners(queue_name),
-    })
-}
-
-/// The queue's `notify` setting (None: NULL, or a queue without a row), read at most once a second
-/// per session and queue: the setting changes rarely, and enqueue is a hot path.
-fn notify_setting(db: &mut Session, queue_name: &str) -> spi::Result<Option<bool>> {
-    let cached = NOTIFY_SETTINGS.with(|seen| {
-        seen.borrow().get(queue_name).filter(|(_, at)| at.elapsed() < SETTING_TTL).map(|(setting, _)| *setting)
-    });
-    if let Some(setting) = cached {
-        return Ok(setting);
-    }
-    let setting = db.first::<bool>(NOTIFY_SETTING, &[queue_name.into()])?;
-    NOTIFY_SETTINGS.with(|seen| seen.borrow_mut().insert(queue_name.to_owned(), (setting, Instant::now())));
-    Ok(setting)
 }
 
 /// The queue's wake-up generation, to be read before looking for work, so that a commit between

@@ -6,26 +6,24 @@
         attempt_count = j.attempt_count + 1,
         lease_token = greatest(j.lease_token + 1, $7),
         lease_owner = $2,
-        lease_length = queue.lease,
+        lease_length = $3,
         claimed_at = $5,
-        run_deadline = $5 + queue.max_runtime,
+        run_deadline = $5 + $11,
         -- least() skips NULL: without a max_runtime the lease is the full length.
-        lease_expires_at = least($5 + queue.lease, $5 + queue.max_runtime)
-    FROM queue
+        lease_expires_at = least($5 + $3, $5 + $11)
     WHERE j.ctid = ANY (ARRAY(SELECT ctid FROM picked))
     RETURNING j.id, j.payload, j.priority, j.attempt_count, j.max_attempts,
               j.lease_token, j.lease_expires_at, j.available_at,
-              j.available_at <= queue.starving_before AS starved, j.concurrency_key
+              j.available_at <= coalesce($5 - $12, '-infinity') AS starved, j.concurrency_key
 )
 -- No ORDER BY: the caller orders the (at most batch_size) returned rows. The job's concurrency key
--- tells the caller which key locks to keep (src/api/keys.rs). The last two columns are
--- what the fairness check saw, for the queue's fairness bound (src/shared/front.rs): the oldest
--- pending job (NULL: none) and the starvation limit in microseconds (NULL: none).
+-- tells the caller which key locks to keep (src/api/keys.rs). The last column is what the fairness
+-- check saw, for the queue's fairness bound (src/shared/front.rs): the oldest pending job (NULL:
+-- none).
 SELECT id, $1::text AS queue_name, payload, priority, attempt_count, max_attempts, lease_token,
        lease_expires_at, available_at, starved, concurrency_key,
 -- fairness: begin
-       (SELECT pg_catalog.min(o.available_at) FROM oldest o) AS oldest_pending,
-       (SELECT starvation_limit_us FROM queue) AS starvation_limit_us
+       (SELECT pg_catalog.min(o.available_at) FROM oldest o) AS oldest_pending
 -- fairness: end
--- lean:        NULL::timestamptz AS oldest_pending, NULL::bigint AS starvation_limit_us
+-- without fairness:        NULL::timestamptz AS oldest_pending
 FROM claimed

@@ -1,7 +1,10 @@
 //! The claim's second stage: flow control (README, "Flow control"). The queue's rate says how
-//! many jobs this claim may take, under the queue's rate lock (`api::rates`); a concurrency limit
-//! is looked for only once a claim came back empty (`free_slots`), so that queues without one never
-//! take its lock. The key limits and key rates are the key rotation's (`api::keys`).
+//! many jobs this claim may take, under the queue's rate lock (`api::rates`); a queue whose
+//! settings have a concurrency limit is claimed from only within its free slots, counted under the
+//! queue's row lock (`free_slots`), which queues without one never take. The key limits and key
+//! rates are the key rotation's (`api::keys`).
+
+use std::sync::LazyLock;
 
 use pgrx::prelude::*;
 use pgrx::spi;
@@ -11,10 +14,16 @@ use crate::db::{self, Session};
 
 const ADMIT: &str = include_str!("../../../sql/queries/claim_admit.sql");
 const RUNNING: &str = include_str!("../../../sql/queries/claim_running.sql");
-pub(crate) const SLOT_FREE: &str = concat!(
+const SLOT_FREE: &str = concat!(
     include_str!("../../../sql/queries/parts/pending_levels.sql"),
     include_str!("../../../sql/queries/claim_slot_free.sql")
 );
+
+/// `claim_slot_free.sql` with the ordering-key check taken in (`take::ordering_keys`).
+pub(crate) fn slot_free() -> &'static str {
+    static STATEMENT: LazyLock<String> = LazyLock::new(|| super::text::ordering_keys(SLOT_FREE, true));
+    STATEMENT.as_str()
+}
 
 /// What the queue's rate lets this claim take.
 pub(super) struct Admitted {
@@ -52,9 +61,9 @@ pub(super) fn count(queue_name: &str, admitted: Admitted, claimed: usize) -> spi
     }
 }
 
-/// After a claim found nothing: how many jobs the queue's concurrency limit lets a second claim
-/// take (None: the queue has no limit, or no slot is free). Taking the queue's row lock is also
-/// the test for a limit: it returns no row for an unlimited queue. A waiting claim (`waiting`)
+/// How many jobs the queue's concurrency limit lets a claim take (None: no slot is free, or the
+/// queue has no limit after all: the settings a claim keeps may be a moment old, and the queue's
+/// row, read under its lock, decides). A waiting claim (`waiting`)
 /// first checks without a lock that a slot is free and a job is claimable: the lock, once taken,
 /// is held until the transaction ends, and a claim that sleeps must not hold it, or the
 /// transaction id it brings.
@@ -64,7 +73,7 @@ pub(super) fn free_slots(
     waiting: bool,
     now: pgrx::datum::TimestampWithTimeZone,
 ) -> spi::Result<Option<i32>> {
-    if waiting && !db.first::<bool>(SLOT_FREE, &[queue_name.into(), now.into()])?.unwrap_or(false) {
+    if waiting && !db.first::<bool>(slot_free(), &[queue_name.into(), now.into()])?.unwrap_or(false) {
         return Ok(None);
     }
     let Some(limit) = db.first::<i32>(ADMIT, &[queue_name.into()])? else {

@@ -3,7 +3,7 @@
 //! The SQL function checks its arguments (`input`) and the caller's right (`rights`); then each
 //! claim, and each look of a waiting one, runs four stages, a file each:
 //! - `prepare`: what the claim starts from: its share of maintenance, the token floor, the
-//!   queue's rates, and (read before the claim's snapshot) the claim front and fairness bound;
+//!   queue's settings, and (read before the claim's snapshot) the claim front and fairness bound;
 //! - `admit`: flow control: the queue's rate, and a concurrency limit's free slots;
 //! - `take`: the claim statements, in the turn of the key rotation (`api::keys`);
 //! - `after`: the rate's count, what the front and fairness bound learn, counters, claim order.
@@ -15,6 +15,7 @@ mod admit;
 mod after;
 mod prepare;
 mod take;
+mod text;
 
 use std::time::Duration;
 
@@ -24,7 +25,7 @@ use pgrx::spi;
 
 // The plan tests (`api::plans`) check these statements' generic plans.
 #[cfg(any(test, feature = "pg_test"))]
-pub(crate) use {admit::SLOT_FREE, prepare::ANY_DUE, take::statement, take::statements_keyed};
+pub(crate) use {admit::slot_free, prepare::ANY_DUE, take::statement, take::statements_keyed};
 
 use super::{maintenance, wait, wait::Look};
 use crate::db::{clock, payload::Payload};
@@ -110,10 +111,14 @@ fn claim_now(request: &Request, waiting: bool, now: TimestampWithTimeZone) -> sp
     let Some(start) = prepare::start(queue_name, waiting, now)? else {
         return Ok(Look::nothing_until(None));
     };
-    let admitted = match admit::rate(queue_name, start.rates.queue, request.batch_size, now.into())? {
+    let admitted = match admit::rate(queue_name, start.settings.rates.queue, request.batch_size, now.into())? {
         Ok(admitted) => admitted,
         Err(opens_at) => return Ok(Look::nothing_until(opens_at)),
     };
+    // A paused queue, or one that never had a job, gives nothing; no statement need say so.
+    if start.settings.paused || start.settings.queue_id.is_none() {
+        return Ok(Look::nothing_until(None));
+    }
     let front = prepare::front(queue_name, now);
     let taken = take::take(request, &start, &front, admitted.batch_size, waiting, now)?;
     after::claimed(queue_name, &front, admitted, taken, now)

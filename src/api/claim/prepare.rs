@@ -1,13 +1,14 @@
 //! The claim's first stage: what a claim starts from, read before any job is touched. Its share of
 //! the database's maintenance where no worker serves it (`api::maintenance`), the floor of its
-//! lease tokens (`api::tokens`), the queue's rates as this session knows them (`api::rates`), and
-//! the queue's claim front and fairness bound (`shared::front`).
+//! lease tokens (`api::tokens`), the queue's settings as this session keeps them
+//! (`api::settings`), and the queue's claim front and fairness bound (`shared::front`).
 
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::pg_sys;
 use pgrx::spi;
 
-use crate::api::{maintenance, rates, tokens};
+use crate::api::settings::{self, Settings};
+use crate::api::{maintenance, tokens};
 use crate::db;
 use crate::guc;
 use crate::shared::front::{self, Key};
@@ -21,10 +22,10 @@ pub(crate) const ANY_DUE: &str = concat!(
 pub(super) struct Start {
     /// Every lease token this claim grants is above it (`api::tokens`).
     pub floor: i64,
-    pub rates: rates::Rates,
+    pub settings: Settings,
 }
 
-/// Maintenance, then the token floor and the rates. None: a waiting look that would find nothing
+/// Maintenance, then the token floor and the queue's settings. None: a waiting look that would find nothing
 /// and has no token epoch yet, which must not write one, or it would have to return to commit it
 /// rather than sleep.
 pub(super) fn start(queue_name: &str, waiting: bool, now: TimestampWithTimeZone) -> spi::Result<Option<Start>> {
@@ -44,7 +45,7 @@ pub(super) fn start(queue_name: &str, waiting: bool, now: TimestampWithTimeZone)
         }
         None => tokens::raise()?,
     };
-    Ok(Some(Start { floor, rates: rates::of(queue_name)? }))
+    Ok(Some(Start { floor, settings: settings::of(queue_name)? }))
 }
 
 /// The queue's claim front as this claim read it, and whether no job can be starving.

@@ -1,9 +1,11 @@
 //! The claim's third stage: the claim statements, run in the turn of this session's key rotation.
 //!
 //! `claim.sql` (jobs without a concurrency key) and `claim_keyed.sql` (jobs with one, key by key,
-//! `api::keys`) sit between the same two parts (`parts/claim_queue.sql`, `parts/claim_update.sql`).
-//! Each has sections only some claims need, marked `-- <name>: begin` / `-- <name>: end` (their
-//! headers say which): the statements without them are made once per backend.
+//! `api::keys`) each end with `parts/claim_update.sql`. Each statement is made, once per backend,
+//! with only the parts its queue uses: sections only some claims need are marked
+//! `-- <name>: begin` / `-- <name>: end` (their headers say which), and each `-- ordering key check`
+//! line becomes the check of `parts/ordering_key_check.sql`, or, for a queue that has never had a
+//! job with an ordering key, a condition that takes no such job (`api::settings`).
 
 use std::sync::LazyLock;
 
@@ -13,20 +15,23 @@ use pgrx::spi::{self, SpiHeapTupleData};
 
 use super::admit;
 use super::prepare::{Front, Start};
+use super::text::{ordering_keys, without_sections};
 use super::{ClaimedJob, Request};
-use crate::api::{keys, rates, tokens};
+use crate::api::settings::Settings;
+use crate::api::{keys, tokens};
 use crate::db::{self, payload::Payload, Column, FromRow, Session};
 
 pub(super) const CLAIM: &str = concat!(
-    include_str!("../../../sql/queries/parts/claim_queue.sql"),
     include_str!("../../../sql/queries/claim.sql"),
     include_str!("../../../sql/queries/parts/claim_update.sql")
 );
 const KEYED: &str = concat!(
-    include_str!("../../../sql/queries/parts/claim_queue.sql"),
     include_str!("../../../sql/queries/claim_keyed.sql"),
     include_str!("../../../sql/queries/parts/claim_update.sql")
 );
+
+/// The arguments of a claim statement, $1 to $12 of claim.sql.
+pub(crate) type Args = [DatumWithOid<'static>; 12];
 
 /// Claim order as a sort key: starving jobs first, oldest first; then `priority DESC, available_at, id`.
 pub(super) type ClaimOrder = (bool, std::cmp::Reverse<i32>, pg_sys::TimestampTz, i64);
@@ -52,7 +57,6 @@ struct Row {
     concurrency_key: Option<String>,
     /// What the fairness check saw (the same on every row; NULL in the statements without it).
     oldest_pending: Option<TimestampWithTimeZone>,
-    starvation_limit_us: Option<i64>,
 }
 
 impl FromRow for Row {
@@ -70,7 +74,6 @@ impl FromRow for Row {
             starved: Column::column(row, 10)?,
             concurrency_key: Column::column(row, 11)?,
             oldest_pending: Column::column(row, 12)?,
-            starvation_limit_us: Column::column(row, 13)?,
         })
     }
 }
@@ -110,15 +113,9 @@ pub(super) struct Taken {
     pub again_at: Option<pg_sys::TimestampTz>,
 }
 
-impl Taken {
-    pub fn is_empty(&self) -> bool {
-        self.unkeyed.is_empty() && self.keyed.is_empty()
-    }
-}
-
-/// Takes the jobs: up to the admitted `batch_size`, and, when that found nothing, once more within
-/// a concurrency limit's free slots (`admit::free_slots`). Claiming, and taking a limited queue's
-/// row lock, are lease writes: lost in a crash, they cost a job that runs again (see
+/// Takes the jobs: up to the admitted `batch_size`, within a concurrency limit's free slots if the
+/// queue has a limit (`admit::free_slots`). Claiming, and taking a limited queue's row lock, are
+/// lease writes: lost in a crash, they cost a job that runs again (see
 /// `shared::xact::lease_write`).
 pub(super) fn take(
     request: &Request,
@@ -129,33 +126,35 @@ pub(super) fn take(
     now: TimestampWithTimeZone,
 ) -> spi::Result<Taken> {
     let Request { queue_name, worker, lease, .. } = *request;
+    let settings = &start.settings;
+    let Some(queue_id) = settings.queue_id else {
+        return Ok(Taken::default());
+    };
     let mark = front.mark();
-    let args = |batch_size: i32, admitted: bool| -> [DatumWithOid<'static>; 10] {
+    let args = |batch_size: i32| -> Args {
         [
             queue_name.into(),
             worker.into(),
-            lease.into(),
+            lease.unwrap_or(settings.default_lease).into(),
             batch_size.into(),
             now.into(),
-            admitted.into(),
+            queue_id.into(),
             start.floor.into(),
             mark.priority.into(),
             super::prepare::timestamp(mark.available_at).into(),
             mark.id.into(),
+            settings.max_runtime.into(),
+            settings.starvation_limit.into(),
         ]
-    };
-    let turn = |db: &mut Session, batch_size: i32, admitted: bool| {
-        in_turn(db, queue_name, batch_size, |n| args(n, admitted), front.fair, start.rates.key, now.into())
     };
     tokens::lease_write(|| {
         db::connect(|db| {
-            let taken = turn(db, batch_size, false)?;
-            if !taken.is_empty() {
-                return Ok(taken);
+            if settings.concurrency_limit.is_none() {
+                return in_turn(db, queue_name, batch_size, args, front.fair, settings, now.into());
             }
             match admit::free_slots(db, queue_name, waiting, now)? {
-                Some(free) => turn(db, batch_size.min(free), true),
-                None => Ok(taken),
+                Some(free) => in_turn(db, queue_name, batch_size.min(free), args, front.fair, settings, now.into()),
+                None => Ok(Taken::default()),
             }
         })
     })
@@ -172,16 +171,18 @@ fn in_turn(
     db: &mut Session,
     queue_name: &str,
     batch_size: i32,
-    args: impl Fn(i32) -> [DatumWithOid<'static>; 10],
+    args: impl Fn(i32) -> Args,
     fair: bool,
-    key_rate: Option<rates::Rate>,
+    settings: &Settings,
     now: pg_sys::TimestampTz,
 ) -> spi::Result<Taken> {
     let mut taken = Taken::default();
+    let ordered = settings.ordering_keys;
     let keyed_rows = |db: &mut Session, want: i32, taken: &mut Taken| -> spi::Result<()> {
-        let (rows, again_at) = keys::claim(db, statements_keyed(), || args(want), queue_name, want, key_rate, now, {
-            |row: &Row| row.concurrency_key.as_deref()
-        })?;
+        let (rows, again_at) =
+            keys::claim(db, statements_keyed(ordered), || args(want), queue_name, want, settings.rates.key, now, {
+                |row: &Row| row.concurrency_key.as_deref()
+            })?;
         taken.keyed.extend(rows.into_iter().map(Row::claimed));
         taken.again_at = taken.again_at.into_iter().chain(again_at).min();
         Ok(())
@@ -193,11 +194,11 @@ fn in_turn(
     if left == 0 {
         return Ok(taken);
     }
-    let rows: Vec<Row> = db.rows(statement(fair), &args(left))?;
+    let rows: Vec<Row> = db.rows(statement(fair, ordered), &args(left))?;
     taken.fairness = rows
         .first()
         .filter(|_| !fair)
-        .map(|row| (row.oldest_pending.map(pg_sys::TimestampTz::from), row.starvation_limit_us));
+        .map(|row| (row.oldest_pending.map(pg_sys::TimestampTz::from), settings.starvation_limit_us));
     taken.unkeyed = rows.into_iter().map(Row::claimed).collect();
     keys::unkeyed_served(queue_name);
     // What is left goes on with the keys: after the jobs without a key (their turn, or the end
@@ -209,95 +210,87 @@ fn in_turn(
     Ok(taken)
 }
 
-/// The claim statement: `claim.sql` between its parts, or (`lean`, while the queue's fairness
-/// bound says no job can be starving) the statement made from it without the fairness check, as
-/// that file's header describes.
-pub(crate) fn statement(lean: bool) -> &'static str {
-    static LEAN: LazyLock<String> = LazyLock::new(|| without_sections(CLAIM, "fairness"));
-    if lean {
-        LEAN.as_str()
-    } else {
-        CLAIM
-    }
-}
-
-/// The keyed claim statements: `claim_keyed.sql` between the same parts, without their fairness
-/// sections; the first also without its key starvation section (as that file's header says).
-pub(crate) fn statements_keyed() -> (&'static str, &'static str) {
-    static STATEMENTS: LazyLock<(String, String)> = LazyLock::new(|| {
-        let starvation = without_sections(KEYED, "fairness");
-        (without_sections(&starvation, "key starvation"), starvation)
+/// The claim statement made from `claim.sql`: without the fairness check (`lean`, while the
+/// queue's fairness bound says no job can be starving), and with the ordering-key check or without
+/// it (`ordered`: the queue has had a job with an ordering key), as that file's header describes.
+pub(crate) fn statement(lean: bool, ordered: bool) -> &'static str {
+    static STATEMENTS: LazyLock<[String; 4]> = LazyLock::new(|| {
+        let lean = without_sections(CLAIM, "fairness");
+        [
+            ordering_keys(CLAIM, false),
+            ordering_keys(CLAIM, true),
+            ordering_keys(&lean, false),
+            ordering_keys(&lean, true),
+        ]
     });
-    (STATEMENTS.0.as_str(), STATEMENTS.1.as_str())
+    &STATEMENTS[usize::from(lean) * 2 + usize::from(ordered)]
 }
 
-/// `sql` without its lines from each `-- <name>: begin` to the next `-- <name>: end`, and with the
-/// text of each `-- lean: ` line instead.
-pub(super) fn without_sections(sql: &str, name: &str) -> String {
-    let (begin, end) = (format!("-- {name}: begin"), format!("-- {name}: end"));
-    let mut lean = String::with_capacity(sql.len());
-    let mut skipping = false;
-    for line in sql.lines() {
-        match line.trim() {
-            marker if marker == begin => skipping = true,
-            marker if marker == end => skipping = false,
-            _ if skipping => {}
-            _ => {
-                lean.push_str(line.strip_prefix("-- lean: ").unwrap_or(line));
-                lean.push('\n');
-            }
-        }
-    }
-    assert!(!skipping, "a {name} section of a claim statement has no end");
-    lean
+/// The keyed claim statements: `claim_keyed.sql` with `parts/claim_update.sql`, without its
+/// fairness section; the first also without its key starvation section (as that file's header
+/// says); each with the ordering-key check or without it (`ordered`).
+pub(crate) fn statements_keyed(ordered: bool) -> (&'static str, &'static str) {
+    static STATEMENTS: LazyLock<[(String, String); 2]> = LazyLock::new(|| {
+        let starvation = without_sections(KEYED, "fairness");
+        let plain = without_sections(&starvation, "key starvation");
+        [false, true].map(|ordered| (ordering_keys(&plain, ordered), ordering_keys(&starvation, ordered)))
+    });
+    let (plain, starvation) = &STATEMENTS[usize::from(ordered)];
+    (plain.as_str(), starvation.as_str())
 }
 
 #[cfg(test)]
 mod unit {
     use super::*;
+    use crate::api::claim::text::ORDERING_KEY_CHECK;
 
     #[test]
     fn the_lean_claim_is_claim_sql_without_its_fairness_sections() {
-        let lean = statement(true);
-        for fairness_only in ["oldest AS", "starving AS", ") AS starving\n", "FROM oldest", "starvation_limit_us FROM"]
-        {
-            assert!(CLAIM.contains(fairness_only) && !lean.contains(fairness_only), "{fairness_only}");
+        for ordered in [false, true] {
+            let lean = statement(true, ordered);
+            for fairness_only in ["oldest AS", "starving AS", ") AS starving\n", "FROM oldest"] {
+                assert!(CLAIM.contains(fairness_only) && !lean.contains(fairness_only), "{fairness_only}");
+            }
+            assert!(lean.contains("\n       NULL::timestamptz AS oldest_pending\n"));
+            for both in ["picked AS (", ") AS at_front", ") AS below_front", "claimed AS (", "FROM claimed"] {
+                assert!(lean.contains(both), "{both}");
+            }
+            let markers = ["-- fairness: begin", "-- fairness: end"];
+            assert!(lean.lines().all(|line| !markers.contains(&line.trim()) && !line.starts_with("-- without ")));
         }
-        assert!(lean.contains("\n       NULL::timestamptz AS oldest_pending, NULL::bigint AS starvation_limit_us\n"));
-        for both in ["queue AS (", ") AS at_front", ") AS below_front", "claimed AS (", "FROM claimed"] {
-            assert!(lean.contains(both), "{both}");
-        }
-        let markers = ["-- fairness: begin", "-- fairness: end"];
-        assert!(lean.lines().all(|line| !markers.contains(&line.trim()) && !line.starts_with("-- lean: ")));
     }
 
-    /// The ordering-key check (README, "Ordering keys") is written out in each place a claim
-    /// statement walks pending jobs: every copy must say the same.
+    /// The ordering-key check (README, "Ordering keys") has one source, taken in at each place a
+    /// claim statement walks pending jobs; a statement without it takes no job with an ordering
+    /// key at each of those places, and differs from the one with it in nothing else.
     #[test]
-    fn every_copy_of_the_ordering_key_check_is_the_same() {
-        let start = "(j.ordering_key IS NULL OR NOT EXISTS (";
-        let mut copies = Vec::new();
-        for sql in [CLAIM, KEYED, crate::api::claim::admit::SLOT_FREE] {
-            let sql = sql.lines().map(|l| l.split("--").next().unwrap()).collect::<Vec<_>>().join(" ");
-            let sql = sql.split_whitespace().collect::<Vec<_>>().join(" ");
-            for (at, _) in sql.match_indices(start) {
-                let mut depth = 0;
-                let end = sql[at..]
-                    .char_indices()
-                    .find_map(|(i, c)| {
-                        depth += match c {
-                            '(' => 1,
-                            ')' => -1,
-                            _ => 0,
-                        };
-                        (depth == 0).then_some(at + i + 1)
-                    })
-                    .unwrap();
-                copies.push(sql[at..end].to_string());
+    fn every_statement_takes_the_one_ordering_key_check_or_refuses_ordered_jobs() {
+        let check = ORDERING_KEY_CHECK.lines().filter(|line| !line.starts_with("--")).collect::<Vec<_>>();
+        let without = "AND j.ordering_key IS NULL";
+        let made = [
+            (statement(false, false), statement(false, true), 4),
+            (statement(true, false), statement(true, true), 2),
+            (statements_keyed(false).0, statements_keyed(true).0, 1),
+            (statements_keyed(false).1, statements_keyed(true).1, 2),
+        ];
+        for (plain, ordered, places) in made {
+            assert_eq!(plain.matches(without).count(), places, "{plain}");
+            assert_eq!(ordered.matches(check[0]).count(), places);
+            assert!(!plain.contains("-- ordering key check") && !ordered.contains("-- ordering key check"));
+            // Each condition without the check, replaced by the check, gives the statement with it.
+            let mut back = String::new();
+            for line in plain.lines() {
+                match line.strip_suffix(without) {
+                    Some(indent) if indent.trim().is_empty() => {
+                        check.iter().for_each(|part| back.push_str(&format!("{indent}{part}\n")))
+                    }
+                    _ => back.push_str(&format!("{line}\n")),
+                }
             }
+            assert_eq!(back, ordered);
         }
-        assert_eq!(copies.len(), 7, "{copies:#?}");
-        assert!(copies.iter().all(|copy| copy == &copies[0]), "{copies:#?}");
+        // A waiting claim's look for a free slot always checks ordering keys.
+        assert_eq!(admit::slot_free().matches(check[0]).count(), 1);
     }
 
     #[test]

@@ -415,16 +415,24 @@ fn boundary_10_a_million_job_backlog_keeps_plans_and_recovers_in_bounded_passes(
     };
     client
         .batch_execute(&format!(
-            "PREPARE claim(text, text, interval, int, timestamptz, bool, bigint, int, timestamptz, bigint) AS {}{}{};
+            "PREPARE claim(text, text, interval, int, timestamptz, int, bigint, int, timestamptz, bigint, interval, \
+                           interval) AS {}{};
              PREPARE reap(int, timestamptz, text, bigint[], bigint) AS {};",
-            // The claim statement, as src/api/claim.rs joins it.
-            include_str!("../../../sql/queries/parts/claim_queue.sql"),
-            include_str!("../../../sql/queries/claim.sql"),
+            // The claim statement, as src/api/claim/take.rs joins it for a queue without ordering keys.
+            include_str!("../../../sql/queries/claim.sql")
+                .replace("-- ordering key check", "AND j.ordering_key IS NULL"),
             include_str!("../../../sql/queries/parts/claim_update.sql"),
             include_str!("../../../sql/queries/reap.sql")
         ))
         .unwrap();
-    let claim_plan = plan(&mut client, "EXPLAIN EXECUTE claim('big', 'w', NULL, 10, clock_timestamp(), false, 0, 2147483647, '-infinity', -9223372036854775808)");
+    let big: i32 = client.query_one("SELECT queue_id FROM jq_queue_ids WHERE queue_name = 'big'", &[]).unwrap().get(0);
+    let claim_plan = plan(
+        &mut client,
+        &format!(
+            "EXPLAIN EXECUTE claim('big', 'w', '60 s', 10, clock_timestamp(), {big}, 0, 2147483647, '-infinity', \
+             -9223372036854775808, NULL, '5 minutes')"
+        ),
+    );
     assert!(
         claim_plan.contains("jq_live_jobs_claim") && !claim_plan.contains("Seq Scan on jq_live_jobs"),
         "{claim_plan}"

@@ -2276,8 +2276,13 @@ fn pieces(text: &str) -> Vec<String> {
     let mut current = String::new();
     for line in text.lines() {
         let t = line.trim();
-        let marker =
-            t.starts_with("-- ") && (t.ends_with(": begin") || t.ends_with(": end") || t.starts_with("-- lean:"));
+        // Where src/api/claim/text.rs cuts or takes in text: sections, their replacements, and the
+        // ordering-key check.
+        let marker = t.starts_with("-- ")
+            && (t.ends_with(": begin")
+                || t.ends_with(": end")
+                || t.starts_with("-- without ")
+                || t == "-- ordering key check");
         if marker {
             pieces.push(normalize(&current));
             current.clear();

@@ -170,6 +170,41 @@ fn ordering_keys_run_one_at_a_time_in_id_order_under_eight_claimers() {
     }
 }
 
+/// A session keeps a queue's settings (README, "jq_configure"): a change made in another session,
+/// by jq_configure or by an UPDATE of jq_queues, applies from its next claim; so does the queue's
+/// first job with an ordering key, whose check its claims then take in.
+#[test]
+fn a_sessions_kept_settings_follow_every_change_made_elsewhere() {
+    let cluster = Cluster::start();
+    let mut worker = cluster.connect();
+    let mut admin = cluster.connect();
+    admin.batch_execute("SELECT jq_enqueue('kept', '{}') FROM generate_series(1, 10)").unwrap();
+    let claim = |client: &mut Client, batch: i32| -> Vec<i64> {
+        let rows = client.query("SELECT id FROM jq_claim('kept', 'w', batch_size => $1)", &[&batch]).unwrap();
+        rows.iter().map(|row| row.get(0)).collect()
+    };
+    assert_eq!(claim(&mut worker, 1).len(), 1, "the worker's session now keeps the settings");
+    admin.batch_execute("SELECT jq_configure('kept', '{\"paused\": true}')").unwrap();
+    assert_eq!(claim(&mut worker, 1).len(), 0, "paused by jq_configure");
+    admin.batch_execute("UPDATE jq_queues SET paused = false WHERE queue_name = 'kept'").unwrap();
+    assert_eq!(claim(&mut worker, 1).len(), 1, "resumed by an UPDATE");
+    admin.batch_execute("UPDATE jq_queues SET concurrency_limit = 3 WHERE queue_name = 'kept'").unwrap();
+    assert_eq!(claim(&mut worker, 10).len(), 1, "two run, and the new limit is three");
+    admin.batch_execute("UPDATE jq_queues SET concurrency_limit = NULL WHERE queue_name = 'kept'").unwrap();
+
+    // The first jobs with an ordering key: the worker's next claim takes the first of the key
+    // and leaves the second, which waits for it.
+    let enqueue = "SELECT jq_enqueue('kept', '{}', priority => 9, ordering_key => 'k')";
+    let first: i64 = admin.query_one(enqueue, &[]).unwrap().get(0);
+    let second: i64 = admin.query_one(enqueue, &[]).unwrap().get(0);
+    let marked: bool =
+        admin.query_one("SELECT ordering_keys FROM jq_queue_ids WHERE queue_name = 'kept'", &[]).unwrap().get(0);
+    assert!(marked);
+    let claimed = claim(&mut worker, 20);
+    assert!(claimed.contains(&first) && !claimed.contains(&second), "{claimed:?}: {first}, then {second}");
+    assert_eq!(claimed.len(), 8, "{claimed:?}: the seven jobs left without a key, and the first with one");
+}
+
 /// A limit of 3 with 8 claimers: never more than 3 of the queue's jobs run at once.
 #[test]
 fn a_concurrency_limit_of_three_holds_under_eight_claimers() {

@@ -274,6 +274,9 @@ fn an_upgrade_from_0_2_0_moves_every_job_into_the_new_layout() {
          UNION ALL SELECT 'history ' || count(*) FROM jq_job_history ORDER BY 1",
     );
     assert_eq!(placed, ["history 6", "live cancelled 1", "live dead 1", "live pending 5", "live running 2"]);
+    // A queue that had a job with an ordering key is marked so (src/api/settings.rs): its claims
+    // check ordering keys from the first one on.
+    assert_eq!(text_rows(&mut new, "SELECT queue_name || ' ' || ordering_keys FROM jq_queue_ids"), ["q true"]);
 
     for (id, token) in &leases {
         let done: bool = new.query_one("SELECT jq_complete($1, 'holder', $2)", &[id, token]).unwrap().get(0);

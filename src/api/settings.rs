@@ -1,0 +1,144 @@
+//! A queue's settings as a claim applies them, read once per session and kept until they change
+//! (README, "jq_configure"). A change of jq_queues, by jq_configure or by a direct UPDATE, fires
+//! the table's statement trigger, which sends an invalidation of the table to every session at
+//! commit (to this one at the end of the command); so does a change of jq_queue_ids, whose
+//! `ordering_keys` an enqueue sets (`ordering_keys_used`). Each session's callback then forgets
+//! every queue's settings, and the next claim reads them again. Invalidations are taken in at the
+//! start of every transaction, and a waiting claim takes them in before each look.
+//!
+//! A claim that began just as a change committed may still apply the settings before it, as it
+//! would have had it begun a moment sooner; what the settings guard is checked again where it
+//! must be exact: a concurrency limit under the queue's row lock (`claim::admit`), a rate under
+//! the queue's rate lock (`rates`), and an ordering key by the statements themselves, which take
+//! no job with an ordering key while the settings say the queue has none (`claim::take`).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+
+use pgrx::datum::Interval;
+use pgrx::prelude::*;
+use pgrx::spi::{self, SpiHeapTupleData};
+
+use crate::api::rates::{Rate, Rates};
+use crate::db::{self, Column, FromRow};
+
+const READ: &str = include_str!("../../sql/queries/queue_settings.sql");
+const ORDERING_KEYS_USED: &str = include_str!("../../sql/queries/queue_ordering_keys.sql");
+
+/// What a claim applies of one queue.
+#[derive(Clone, Copy)]
+pub struct Settings {
+    /// The queue's number; None before its first enqueue (then nothing is kept: the next claim
+    /// reads again).
+    pub queue_id: Option<i32>,
+    /// Some job of the queue has had an ordering key (README, "Ordering keys"); never cleared.
+    pub ordering_keys: bool,
+    pub default_lease: Interval,
+    pub max_runtime: Option<Interval>,
+    pub paused: bool,
+    pub concurrency_limit: Option<i32>,
+    /// None: no job starves (README, "Fairness").
+    pub starvation_limit: Option<Interval>,
+    pub starvation_limit_us: Option<i64>,
+    pub rates: Rates,
+    /// Whether committed enqueues send NOTIFY (README, "Wake-ups"); None: while someone listens.
+    pub notify: Option<bool>,
+}
+
+/// One row of `queue_settings.sql`: the settings, and the oids of the tables they are read from.
+struct Read {
+    settings: Settings,
+    tables: [pg_sys::Oid; 2],
+}
+
+impl FromRow for Read {
+    fn from_row(row: &SpiHeapTupleData) -> spi::Result<Self> {
+        let rate = |limit: Option<i32>, period: Option<i64>| match (limit, period) {
+            (Some(limit), Some(period_micros)) if period_micros > 0 => Some(Rate { limit, period_micros }),
+            _ => None,
+        };
+        let settings = Settings {
+            queue_id: Column::column(row, 1)?,
+            ordering_keys: Column::column(row, 2)?,
+            default_lease: Column::column(row, 3)?,
+            max_runtime: Column::column(row, 4)?,
+            paused: Column::column(row, 5)?,
+            concurrency_limit: Column::column(row, 6)?,
+            starvation_limit: Column::column(row, 7)?,
+            starvation_limit_us: Column::column(row, 8)?,
+            rates: Rates {
+                queue: rate(Column::column(row, 9)?, Column::column(row, 10)?),
+                key: rate(Column::column(row, 11)?, Column::column(row, 12)?),
+            },
+            notify: Column::column(row, 13)?,
+        };
+        Ok(Read { settings, tables: [Column::column(row, 14)?, Column::column(row, 15)?] })
+    }
+}
+
+thread_local! {
+    /// A backend is one thread.
+    static KEPT: RefCell<HashMap<String, Settings>> = RefCell::new(HashMap::new());
+    /// The oids of jq_queues and jq_queue_ids; None until read (then every invalidation forgets).
+    static TABLES: Cell<Option<[pg_sys::Oid; 2]>> = const { Cell::new(None) };
+    static CALLBACK_REGISTERED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The settings of `queue_name`, as kept by this session or read now.
+pub fn of(queue_name: &str) -> spi::Result<Settings> {
+    if let Some(kept) = KEPT.with(|kept| kept.borrow().get(queue_name).copied()) {
+        return Ok(kept);
+    }
+    register_callback();
+    let read = db::connect(|db| db.rows::<Read>(READ, &[queue_name.into()]))?
+        .into_iter()
+        .next()
+        .expect("queue_settings.sql returns one row");
+    TABLES.set(Some(read.tables));
+    if read.settings.queue_id.is_some() {
+        KEPT.with(|kept| kept.borrow_mut().insert(queue_name.to_owned(), read.settings));
+    }
+    Ok(read.settings)
+}
+
+/// An enqueue of a job with an ordering key: unless the queue's settings already say it has had
+/// one, mark it in jq_queue_ids, whose trigger then tells every session (at commit) to read the
+/// settings again, so that their claims check ordering keys from then on. Marked in the enqueue's
+/// own transaction: the job and the mark commit together.
+pub fn ordering_keys_used(db: &mut db::Session, queue_name: &str) -> spi::Result<()> {
+    if of(queue_name)?.ordering_keys {
+        return Ok(());
+    }
+    db.rows::<()>(ORDERING_KEYS_USED, &[queue_name.into()]).map(drop)
+}
+
+fn register_callback() {
+    if CALLBACK_REGISTERED.get() {
+        return;
+    }
+    // SAFETY: registers a callback for the life of the backend, once; it takes no argument.
+    unsafe { pg_sys::CacheRegisterRelcacheCallback(Some(relation_changed), pg_sys::Datum::from(0)) };
+    CALLBACK_REGISTERED.set(true);
+}
+
+/// jq_queues or jq_queue_ids changed (their statement triggers send an invalidation of them), or
+/// was dropped with the extension, or every relation was invalidated at once.
+#[pg_guard]
+unsafe extern "C-unwind" fn relation_changed(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    let ours = TABLES.get().is_none_or(|tables| tables.contains(&relid));
+    if relid == pg_sys::InvalidOid || ours {
+        KEPT.with(|kept| kept.borrow_mut().clear());
+        TABLES.set(None);
+    }
+}
+
+/// The statement trigger on jq_queues and jq_queue_ids: tell every session (this one included, at
+/// the end of the command) to forget the settings it keeps once this transaction commits.
+#[pg_trigger]
+fn jq_settings_changed<'a>(
+    trigger: &'a pgrx::PgTrigger<'a>,
+) -> Result<Option<PgHeapTuple<'a, pgrx::AllocatedByPostgres>>, pgrx::PgTriggerError> {
+    // SAFETY: queues an invalidation of the trigger's own table, sent at commit.
+    unsafe { pg_sys::CacheInvalidateRelcacheByRelid(trigger.relation()?.oid()) };
+    Ok(None)
+}
