@@ -102,8 +102,9 @@ def prepare(nodes, fill):
 
 def pgbench(server, db, script, seconds):
     """One pgbench run of `script` against `db`; returns transactions per second."""
+    # The database last: pgbench's -d is --debug, whose output costs the client.
     args = [f"{BIN}/pgbench", "-n", "-M", "prepared", "-c", str(CLIENTS), "-j", "2", "-T", str(seconds),
-            *server.conn(db), "-f", str(SCRIPTS / f"{script}.sql")]
+            *server.conn(db)[:-2], "-f", str(SCRIPTS / f"{script}.sql"), db]
     out = subprocess.run(args, text=True, capture_output=True)
     if out.returncode != 0 or "aborted" in out.stdout:
         sys.exit(f"pgbench failed on {db}/{script}:\n{out.stdout}\n{out.stderr}")

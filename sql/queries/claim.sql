@@ -82,7 +82,10 @@ oldest AS (
     -- Fairness first: the jobs that waited past the starvation limit, oldest first, whatever their
     -- priority (README, "Fairness"). Each priority whose oldest job starves gives its oldest
     -- starving jobs, and the oldest of those are taken; when none starves, which is the usual
-    -- case, this reads only the probes above, and the sort has nothing to sort.
+    -- case, this reads only the probes above, and the sort has nothing to sort. When the pending
+    -- jobs have one priority, claim order is already oldest first, and the starving jobs are left
+    -- to it: a backlog that waited past the limit then costs no more than a fresh one, and
+    -- claimers do not all reach for the same oldest jobs before they skip to claim order.
     SELECT c.ctid
     FROM oldest o
     CROSS JOIN LATERAL (
@@ -100,6 +103,7 @@ oldest AS (
         LIMIT $4
     ) AS c
     WHERE o.available_at <= coalesce($5 - $12, '-infinity')
+      AND EXISTS (SELECT 1 FROM oldest p WHERE p.priority <> o.priority)
     ORDER BY c.available_at, c.id
     LIMIT $4
 ),
