@@ -137,6 +137,11 @@ struct Slot {
     /// The starvation limit (microseconds) the bound was computed with: a job made pending at
     /// `available_at` brings the bound down to `available_at + fair_limit`.
     fair_limit: i64,
+    /// Whether the bound was set because every pending job had one priority, `fair_priority`
+    /// (zeroed memory: no). Claim order then takes starving jobs first by itself, whatever their
+    /// age; a job made pending with another priority ends the bound at once.
+    fair_by_priority: bool,
+    fair_priority: i32,
     recent: [Lowering; RECENT],
 }
 
@@ -199,7 +204,12 @@ impl Slot {
 
     fn lower(&mut self, key: Key, keyed: bool) {
         self.remember(Lowering { seq: 0, key, keyed, forgot: false });
-        self.fair_until = self.fair_until.min(key.available_at.saturating_add(self.fair_limit));
+        if !self.fair_by_priority {
+            self.fair_until = self.fair_until.min(key.available_at.saturating_add(self.fair_limit));
+        } else if key.priority != self.fair_priority {
+            self.fair_until = i64::MIN;
+            self.fair_by_priority = false;
+        }
         if keyed {
             self.state = KEYED;
         } else if self.state == MARKED && key < self.mark {
@@ -216,6 +226,7 @@ impl Slot {
         }
         self.looked_from_bottom = i64::MIN;
         self.fair_until = i64::MIN;
+        self.fair_by_priority = false;
     }
 
     fn remember(&mut self, mut lowering: Lowering) {
@@ -261,19 +272,45 @@ impl Slot {
         Some(oldest)
     }
 
+    /// Whether every job lowered to since `seen` has the priority `priority`; false when too many
+    /// came to tell, or a forget.
+    fn lowered_since_all_of(&self, seen: &Seen, priority: i32) -> bool {
+        let Some(since) = self.seq.checked_sub(seen.seq) else {
+            return false;
+        };
+        since <= RECENT as u64
+            && (seen.seq + 1..=self.seq).all(|seq| {
+                let lowering = self.recent[(seq % RECENT as u64) as usize];
+                !lowering.forgot && lowering.key.priority == priority
+            })
+    }
+
     /// A claim that read `seen` ran the fairness check: the oldest pending job its snapshot saw
-    /// (None: none), with the starvation limit (None: no limit). The bound is then the oldest of
-    /// those and of every job lowered to since, plus the limit; and never more than FAIR_RECHECK
-    /// ahead, which bounds how late a change of the setting, or a job made pending outside the
-    /// functions, is seen.
-    fn set_fair(&mut self, seen: &Seen, oldest: Option<i64>, limit: Option<i64>, now: pg_sys::TimestampTz) {
+    /// (None: none), with the starvation limit (None: no limit), and the one priority of every
+    /// pending job it saw (None: more than one, or none). The bound is then the oldest of those
+    /// and of every job lowered to since, plus the limit; or, when every pending job has one
+    /// priority (those lowered to since too), whatever their age, since claim order then takes
+    /// the oldest first. Never more than FAIR_RECHECK ahead, which bounds how late a change of
+    /// the setting, or a job made pending outside the functions, is seen.
+    fn set_fair(&mut self, seen: &Seen, fairness: Fairness, now: pg_sys::TimestampTz) {
         let Some(lowered) = self.oldest_lowered_since(seen) else {
             return;
         };
-        let limit = limit.unwrap_or(i64::MAX);
-        let oldest = oldest.unwrap_or(i64::MAX).min(lowered);
+        let limit = fairness.limit.unwrap_or(i64::MAX);
         self.fair_limit = limit;
-        self.fair_until = oldest.saturating_add(limit).min(now.saturating_add(FAIR_RECHECK));
+        let recheck = now.saturating_add(FAIR_RECHECK);
+        match fairness.one_priority {
+            Some(priority) if self.lowered_since_all_of(seen, priority) => {
+                self.fair_by_priority = true;
+                self.fair_priority = priority;
+                self.fair_until = recheck;
+            }
+            _ => {
+                let oldest = fairness.oldest.unwrap_or(i64::MAX).min(lowered);
+                self.fair_by_priority = false;
+                self.fair_until = oldest.saturating_add(limit).min(recheck);
+            }
+        }
     }
 
     /// A claim proved that nothing unlocked is pending below `to` (as of its read `seen`).
@@ -520,10 +557,20 @@ pub fn install(queue_name: &str, seen: &Seen, found: Key, keyed: bool, from_bott
     with_read_slot(queue_name, seen, |slot| slot.install(seen, found, keyed, from_bottom, now));
 }
 
-/// A claim that read `seen` ran the fairness check, which saw `oldest` as the oldest pending job
-/// (None: none) under the starvation limit `limit` (None: none), both in microseconds.
-pub fn set_fair(queue_name: &str, seen: &Seen, oldest: Option<i64>, limit: Option<i64>, now: pg_sys::TimestampTz) {
-    with_read_slot(queue_name, seen, |slot| slot.set_fair(seen, oldest, limit, now));
+/// What a claim's fairness check saw.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Fairness {
+    /// The oldest pending job's `available_at` (None: none), in microseconds.
+    pub oldest: Option<i64>,
+    /// The starvation limit (None: none), in microseconds.
+    pub limit: Option<i64>,
+    /// The priority every pending job has (None: more than one, or none).
+    pub one_priority: Option<i32>,
+}
+
+/// A claim that read `seen` ran the fairness check, which saw `fairness`.
+pub fn set_fair(queue_name: &str, seen: &Seen, fairness: Fairness, now: pg_sys::TimestampTz) {
+    with_read_slot(queue_name, seen, |slot| slot.set_fair(seen, fairness, now));
 }
 
 thread_local! {
@@ -608,7 +655,7 @@ pub fn lower_at_rollback(queue_name: &str, key: Key) {
 mod tests {
     use pgrx::prelude::*;
 
-    use super::{Key, Lowering, Slot, EMPTY, KEYED, MARKED, RECENT};
+    use super::{Fairness, Key, Lowering, Slot, EMPTY, KEYED, MARKED, RECENT};
 
     fn key(priority: i32, available_at: i64, id: i64) -> Key {
         Key { priority, available_at, id }
@@ -629,6 +676,8 @@ mod tests {
             last_read: 0,
             fair_until: 0,
             fair_limit: 0,
+            fair_by_priority: false,
+            fair_priority: 0,
             recent: [Lowering { seq: 0, key: Key::BOTTOM, keyed: false, forgot: false }; RECENT],
         };
         slot.take(1, "q");
@@ -643,29 +692,57 @@ mod tests {
         let mut front = slot();
         assert!(!front.read(0).fair, "not known before a check");
         let seen = front.read(0);
-        front.set_fair(&seen, Some(1_000), Some(500), 1_000);
+        front.set_fair(&seen, fairness(Some(1_000), Some(500), None), 1_000);
         assert_eq!(front.fair_until, 1_500);
         assert!(front.read(1_499).fair && !front.read(1_500).fair);
 
         // A job older than the check saw, made pending after the check's read.
         let seen = front.read(1_000);
         front.lower(key(0, 800, 1), false);
-        front.set_fair(&seen, Some(1_000), Some(500), 1_000);
+        front.set_fair(&seen, fairness(Some(1_000), Some(500), None), 1_000);
         assert_eq!(front.fair_until, 1_300, "the lowering counts though it came after the read");
         front.lower(key(0, 700, 2), false);
         assert_eq!(front.fair_until, 1_200, "and one after the check brings it down at once");
 
         // No limit, no pending job: held for FAIR_RECHECK only.
         let seen = front.read(2_000);
-        front.set_fair(&seen, None, None, 2_000);
+        front.set_fair(&seen, fairness(None, None, None), 2_000);
         assert_eq!(front.fair_until, 2_000 + super::FAIR_RECHECK);
 
         // Jobs of unknown keys: not known again until the next check.
         let seen = front.read(2_000);
         front.forget();
         assert!(!front.read(2_001).fair);
-        front.set_fair(&seen, Some(5_000), Some(500), 2_001);
+        front.set_fair(&seen, fairness(Some(5_000), Some(500), None), 2_001);
         assert!(!front.read(2_001).fair, "a check that read before the forget proves nothing");
+    }
+
+    fn fairness(oldest: Option<i64>, limit: Option<i64>, one_priority: Option<i32>) -> Fairness {
+        Fairness { oldest, limit, one_priority }
+    }
+
+    /// When every pending job has one priority, the bound holds whatever their age (claim order
+    /// takes the oldest first), for FAIR_RECHECK, until a job of another priority is made pending,
+    /// or one was since the check's read.
+    #[pg_test]
+    fn one_priority_keeps_the_bound_until_another_priority_comes() {
+        let mut front = slot();
+        let seen = front.read(10_000);
+        front.set_fair(&seen, fairness(Some(1_000), Some(500), Some(3)), 10_000);
+        assert!(front.read(10_001).fair, "starving, but all of priority 3");
+        assert_eq!(front.fair_until, 10_000 + super::FAIR_RECHECK);
+        front.lower(key(3, 100, 7), false);
+        assert!(front.read(10_002).fair, "an old job of the same priority changes nothing");
+        front.lower(key(4, 10_002, 8), false);
+        assert!(!front.read(10_003).fair, "a job of another priority ends it at once");
+
+        let seen = front.read(20_000);
+        front.lower(key(1, 20_000, 9), false);
+        front.set_fair(&seen, fairness(Some(1_000), Some(500), Some(3)), 20_000);
+        assert!(!front.read(20_001).fair, "another priority came after the check's read");
+        let seen = front.read(30_000);
+        front.set_fair(&seen, fairness(Some(1_000), Some(500), None), 30_000);
+        assert!(!front.read(30_001).fair, "two priorities, and a job past its limit");
     }
 
     #[pg_test]

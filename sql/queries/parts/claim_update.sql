@@ -17,13 +17,15 @@
               j.available_at <= coalesce($5 - $12, '-infinity') AS starved, j.concurrency_key
 )
 -- No ORDER BY: the caller orders the (at most batch_size) returned rows. The job's concurrency key
--- tells the caller which key locks to keep (src/api/keys.rs). The last column is what the fairness
--- check saw, for the queue's fairness bound (src/shared/front.rs): the oldest pending job (NULL:
--- none).
+-- tells the caller which key locks to keep (src/api/keys.rs). The last columns are what the
+-- fairness check saw, for the queue's fairness bound (src/shared/front.rs): the oldest pending job
+-- (NULL: none), and the priority every pending job has (NULL: more than one, or none).
 SELECT id, $1::text AS queue_name, payload, priority, attempt_count, max_attempts, lease_token,
        lease_expires_at, available_at, starved, concurrency_key,
 -- fairness: begin
-       (SELECT pg_catalog.min(o.available_at) FROM oldest o) AS oldest_pending
+       (SELECT pg_catalog.min(o.available_at) FROM oldest o) AS oldest_pending,
+       (SELECT CASE WHEN pg_catalog.count(*) OPERATOR(pg_catalog.=) 1 THEN pg_catalog.min(o.priority) END
+        FROM oldest o) AS one_priority
 -- fairness: end
--- without fairness:        NULL::timestamptz AS oldest_pending
+-- without fairness:        NULL::timestamptz AS oldest_pending, NULL::int AS one_priority
 FROM claimed

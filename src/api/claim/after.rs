@@ -40,10 +40,14 @@ pub(super) fn claimed(
         front::lower_at_rollback(queue_name, lowest);
     }
     // As with the front: only a snapshot taken after the read proves anything.
-    if let (Some((oldest, limit)), true) = (fairness, db::read_committed()) {
+    if let (Some(fairness), true) = (fairness, db::read_committed()) {
         match &front.seen {
-            Some(seen) => front::set_fair(queue_name, seen, oldest, limit, now.into()),
-            None if !front.preloaded => front::set_session_fair(queue_name, oldest, limit, now.into()),
+            Some(seen) => front::set_fair(queue_name, seen, fairness, now.into()),
+            // Without shared memory a session hears of no job other sessions make pending, of
+            // another priority or not: its bound comes from the oldest job alone.
+            None if !front.preloaded => {
+                front::set_session_fair(queue_name, fairness.oldest, fairness.limit, now.into())
+            }
             None => {}
         }
     }

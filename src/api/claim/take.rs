@@ -20,6 +20,7 @@ use super::{ClaimedJob, Request};
 use crate::api::settings::Settings;
 use crate::api::{keys, tokens};
 use crate::db::{self, payload::Payload, Column, FromRow, Session};
+use crate::shared::front::Fairness;
 
 pub(super) const CLAIM: &str = concat!(
     include_str!("../../../sql/queries/claim.sql"),
@@ -35,10 +36,6 @@ pub(crate) type Args = [DatumWithOid<'static>; 12];
 
 /// Claim order as a sort key: starving jobs first, oldest first; then `priority DESC, available_at, id`.
 pub(super) type ClaimOrder = (bool, std::cmp::Reverse<i32>, pg_sys::TimestampTz, i64);
-
-/// What a claim's fairness check saw, for the queue's fairness bound: the oldest pending job
-/// (None: none) and the starvation limit (None: none), in microseconds.
-pub(super) type FairnessSeen = (Option<i64>, Option<i64>);
 
 /// One row a claim statement returns: the job as jq_claim returns it, then what the claim needs
 /// besides, in the statements' column order.
@@ -57,6 +54,7 @@ struct Row {
     concurrency_key: Option<String>,
     /// What the fairness check saw (the same on every row; NULL in the statements without it).
     oldest_pending: Option<TimestampWithTimeZone>,
+    one_priority: Option<i32>,
 }
 
 impl FromRow for Row {
@@ -74,6 +72,7 @@ impl FromRow for Row {
             starved: Column::column(row, 10)?,
             concurrency_key: Column::column(row, 11)?,
             oldest_pending: Column::column(row, 12)?,
+            one_priority: Column::column(row, 13)?,
         })
     }
 }
@@ -108,7 +107,7 @@ pub(super) struct Claimed {
 #[derive(Default)]
 pub(super) struct Taken {
     pub unkeyed: Vec<Claimed>,
-    pub fairness: Option<FairnessSeen>,
+    pub fairness: Option<Fairness>,
     pub keyed: Vec<Claimed>,
     pub again_at: Option<pg_sys::TimestampTz>,
 }
@@ -195,10 +194,11 @@ fn in_turn(
         return Ok(taken);
     }
     let rows: Vec<Row> = db.rows(statement(fair, ordered), &args(left))?;
-    taken.fairness = rows
-        .first()
-        .filter(|_| !fair)
-        .map(|row| (row.oldest_pending.map(pg_sys::TimestampTz::from), settings.starvation_limit_us));
+    taken.fairness = rows.first().filter(|_| !fair).map(|row| Fairness {
+        oldest: row.oldest_pending.map(pg_sys::TimestampTz::from),
+        limit: settings.starvation_limit_us,
+        one_priority: row.one_priority,
+    });
     taken.unkeyed = rows.into_iter().map(Row::claimed).collect();
     keys::unkeyed_served(queue_name);
     // What is left goes on with the keys: after the jobs without a key (their turn, or the end
@@ -251,7 +251,7 @@ mod unit {
             for fairness_only in ["oldest AS", "starving AS", ") AS starving\n", "FROM oldest"] {
                 assert!(CLAIM.contains(fairness_only) && !lean.contains(fairness_only), "{fairness_only}");
             }
-            assert!(lean.contains("\n       NULL::timestamptz AS oldest_pending\n"));
+            assert!(lean.contains("\n       NULL::timestamptz AS oldest_pending, NULL::int AS one_priority\n"));
             for both in ["picked AS (", ") AS at_front", ") AS below_front", "claimed AS (", "FROM claimed"] {
                 assert!(lean.contains(both), "{both}");
             }
