@@ -51,7 +51,7 @@ PARTS=(
   "client protocol|secure_read secure_write"
   "function search_path|ProcessGUCArray AtEOXact_GUC"
   "jq_claim|jq_claim_wait_wrapper"
-  "jq_complete|jq_complete_wrapper"
+  "jq_complete|jq_complete_job_wrapper"
 )
 
 declare -A micros jobs

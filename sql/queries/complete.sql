@@ -10,7 +10,9 @@
 -- snapshot is re-read and re-checked (EvalPlanQual), as with any UPDATE.
 --
 -- A job of a queue that keeps no succeeded job (keep_succeeded false) is not kept: the DELETE is
--- all, and its events go with it.
+-- all, and its events go with it. That takes a look at the queue's settings and a delete from
+-- jq_job_events, which a completion needs only while some queue keeps nothing: while none does,
+-- src/api/lease.rs runs this statement without the "keep nothing" sections.
 WITH done AS (
     DELETE FROM jq_live_jobs
     WHERE ctid = (SELECT ctid FROM jq_live_jobs WHERE id = $1)
@@ -20,6 +22,7 @@ WITH done AS (
       AND lease_token = $3
       AND lease_expires_at > $4
     RETURNING *
+-- keep nothing: begin
 ), forgotten AS (
     -- The jobs of queues that keep no succeeded job (README, "Queues that keep nothing").
     SELECT d.id
@@ -27,6 +30,7 @@ WITH done AS (
     JOIN jq_queue_ids n ON n.queue_id = d.queue_id
     JOIN jq_queues q ON q.queue_name = n.queue_name
     WHERE NOT q.keep_succeeded
+-- keep nothing: end
 ), kept AS (
     INSERT INTO jq_job_history
     SELECT d.id, d.queue_id, d.payload, d.priority, d.available_at, d.attempt_count, d.max_attempts,
@@ -34,13 +38,14 @@ WITH done AS (
            d.last_error_message, d.dedup_key, d.ordering_key, d.created_at, $4, d.concurrency_key,
            d.expires_at, d.progress, $5
     FROM done d
+-- keep nothing: begin
     WHERE d.id <> ALL (ARRAY(SELECT f.id FROM forgotten f))
 ), events_gone AS (
     DELETE FROM jq_job_events e
     WHERE e.job_id = ANY (ARRAY(SELECT f.id FROM forgotten f))
+-- keep nothing: end
 )
--- For the counters: the queue, and the claim time its running time is measured from; and whether
--- the job had a concurrency key, whose slot it frees (waiting claims are woken).
-SELECT (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = d.queue_id), d.claimed_at,
-       d.concurrency_key IS NOT NULL
+-- For the counters: the queue's number, and the claim time its running time is measured from; and
+-- whether the job had a concurrency key, whose slot it frees (waiting claims are woken).
+SELECT d.queue_id, d.claimed_at, d.concurrency_key IS NOT NULL
 FROM done d

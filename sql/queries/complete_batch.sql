@@ -9,6 +9,7 @@
 -- walk the whole index of running jobs instead, whenever statistics say few jobs run (see
 -- complete.sql). Compared with a parameter, the status no longer proves that index's predicate:
 -- this statement only ever runs with a generic plan (src/db/plans.rs), and the plan test checks it.
+-- The "keep nothing" sections are left out while no queue keeps nothing, as in complete.sql.
 WITH done AS (
     DELETE FROM jq_live_jobs j
     USING ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($3::bigint[]),
@@ -19,6 +20,7 @@ WITH done AS (
       AND j.lease_token = given.lease_token
       AND j.lease_expires_at > $4
     RETURNING j.*, given.result
+-- keep nothing: begin
 ), forgotten AS (
     -- The jobs of queues that keep no succeeded job (README, "Queues that keep nothing").
     SELECT d.id
@@ -26,6 +28,7 @@ WITH done AS (
     JOIN jq_queue_ids n ON n.queue_id = d.queue_id
     JOIN jq_queues q ON q.queue_name = n.queue_name
     WHERE NOT q.keep_succeeded
+-- keep nothing: end
 ), kept AS (
     INSERT INTO jq_job_history
     SELECT d.id, d.queue_id, d.payload, d.priority, d.available_at, d.attempt_count, d.max_attempts,
@@ -33,11 +36,12 @@ WITH done AS (
            d.last_error_message, d.dedup_key, d.ordering_key, d.created_at, $4, d.concurrency_key,
            d.expires_at, d.progress, d.result
     FROM done d
+-- keep nothing: begin
     WHERE d.id <> ALL (ARRAY(SELECT f.id FROM forgotten f))
 ), events_gone AS (
     DELETE FROM jq_job_events e
     WHERE e.job_id = ANY (ARRAY(SELECT f.id FROM forgotten f))
+-- keep nothing: end
 )
-SELECT d.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = d.queue_id), d.claimed_at,
-       d.concurrency_key IS NOT NULL
+SELECT d.id, d.queue_id, d.claimed_at, d.concurrency_key IS NOT NULL
 FROM done d

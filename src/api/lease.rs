@@ -6,10 +6,14 @@
 //! exist, false, and one that holds `consume` on no queue at all is refused with 42501. Superusers
 //! and the owner hold every right, so their calls look nothing up.
 
+use std::sync::LazyLock;
+
 use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::prelude::*;
 use pgrx::spi;
 
+use crate::api::settings;
+use crate::db::text::without_sections;
 use crate::db::{self, clock, payload::Payload, Session};
 use crate::input;
 use crate::rights::{self, Privilege};
@@ -21,6 +25,21 @@ use crate::shared::wake;
 const HEARTBEAT: &str = include_str!("../../sql/queries/heartbeat.sql");
 const COMPLETE: &str = include_str!("../../sql/queries/complete.sql");
 const COMPLETE_BATCH: &str = include_str!("../../sql/queries/complete_batch.sql");
+
+/// A completion statement: the whole of its file while some queue keeps no succeeded job, else
+/// without its "keep nothing" sections (as complete.sql's header says).
+fn completing(sql: &'static str, lean: &'static LazyLock<String>) -> spi::Result<&'static str> {
+    Ok(if settings::any_keeps_nothing()? { sql } else { lean.as_str() })
+}
+
+/// The completion statements, each whole and lean, for the plan tests.
+#[cfg(any(test, feature = "pg_test"))]
+pub(crate) fn completions() -> [(&'static str, &'static str); 2] {
+    [(COMPLETE, COMPLETE_KEPT.as_str()), (COMPLETE_BATCH, COMPLETE_BATCH_KEPT.as_str())]
+}
+
+static COMPLETE_KEPT: LazyLock<String> = LazyLock::new(|| without_sections(COMPLETE, "keep nothing"));
+static COMPLETE_BATCH_KEPT: LazyLock<String> = LazyLock::new(|| without_sections(COMPLETE_BATCH, "keep nothing"));
 const FAIL: &str = include_str!("../../sql/queries/fail.sql");
 
 /// The privileges of the lease holder's verbs, for `rights::usable_jobs`.
@@ -97,13 +116,14 @@ fn jq_complete_job(
     rights::as_owner(|| {
         db::connect(|db| {
             let args = [job_id.into(), worker.into(), lease_token.into(), now.into(), result.into()];
-            let Some((queue_name, claimed_at, keyed)) =
-                db.rows::<(String, TimestampWithTimeZone, bool)>(COMPLETE, &args)?.pop()
+            let statement = completing(COMPLETE, &COMPLETE_KEPT)?;
+            let Some((queue_id, claimed_at, keyed)) =
+                db.rows::<(i32, TimestampWithTimeZone, bool)>(statement, &args)?.pop()
             else {
                 count_refused(db, vec![job_id], Counter::StaleCompletions)?;
                 return Ok(false);
             };
-            count_completion(&queue_name, claimed_at, now, keyed);
+            count_completion(&settings::queue_name(queue_id)?, claimed_at, now, keyed);
             finish::at_commit(&[job_id]);
             Ok(true)
         })
@@ -159,10 +179,11 @@ fn jq_complete_jobs(
                 return Ok(Vec::new());
             }
             let mut completed = Vec::new();
-            for (id, queue_name, claimed_at, keyed) in
-                db.rows::<(i64, String, TimestampWithTimeZone, bool)>(COMPLETE_BATCH, &args)?
+            let statement = completing(COMPLETE_BATCH, &COMPLETE_BATCH_KEPT)?;
+            for (id, queue_id, claimed_at, keyed) in
+                db.rows::<(i64, i32, TimestampWithTimeZone, bool)>(statement, &args)?
             {
-                count_completion(&queue_name, claimed_at, now, keyed);
+                count_completion(&settings::queue_name(queue_id)?, claimed_at, now, keyed);
                 completed.push(id);
             }
             finish::at_commit(&completed);

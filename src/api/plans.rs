@@ -193,14 +193,24 @@ mod tests {
         let job_queues = generic_plan(include_str!("../../sql/queries/job_queues_live.sql"), "bigint[]", "ARRAY[1]");
         assert_no_seq_scan(&job_queues);
         assert_reads_index(&job_queues, "jq_live_jobs_pkey");
+        let [(complete, complete_kept), (batch, batch_kept)] = crate::api::lease::completions();
+        // While no queue keeps nothing, a completion reads neither the settings nor the events.
+        for kept in [complete_kept, batch_kept] {
+            let code: Vec<&str> = kept.lines().filter(|line| !line.trim_start().starts_with("--")).collect();
+            for table in ["jq_queues", "jq_queue_ids", "jq_job_events"] {
+                assert!(!code.iter().any(|line| line.contains(table)), "{table}: {kept}");
+            }
+        }
         let by_id = [
+            (complete, "bigint, text, bigint, timestamptz, jsonb", "1, 'w', 1, now(), NULL"),
+            (complete_kept, "bigint, text, bigint, timestamptz, jsonb", "1, 'w', 1, now(), NULL"),
             (
-                include_str!("../../sql/queries/complete.sql"),
-                "bigint, text, bigint, timestamptz, jsonb",
-                "1, 'w', 1, now(), NULL",
+                batch,
+                "bigint[], text, bigint[], timestamptz, text, jsonb[]",
+                "ARRAY[1, 2], 'w', ARRAY[1, 1], now(), 'running', NULL",
             ),
             (
-                include_str!("../../sql/queries/complete_batch.sql"),
+                batch_kept,
                 "bigint[], text, bigint[], timestamptz, text, jsonb[]",
                 "ARRAY[1, 2], 'w', ARRAY[1, 1], now(), 'running', NULL",
             ),

@@ -24,6 +24,8 @@ use crate::db::{self, Column, FromRow};
 
 const READ: &str = include_str!("../../sql/queries/queue_settings.sql");
 const ORDERING_KEYS_USED: &str = include_str!("../../sql/queries/queue_ordering_keys.sql");
+const NAME: &str = include_str!("../../sql/queries/queue_name.sql");
+const ANY_KEEP_NOTHING: &str = include_str!("../../sql/queries/queue_any_keeps_nothing.sql");
 
 /// What a claim applies of one queue.
 #[derive(Clone, Copy)]
@@ -79,6 +81,10 @@ impl FromRow for Read {
 thread_local! {
     /// A backend is one thread.
     static KEPT: RefCell<HashMap<String, Settings>> = RefCell::new(HashMap::new());
+    /// Queue names by number; a number never names another queue.
+    static NAMES: RefCell<HashMap<i32, String>> = RefCell::new(HashMap::new());
+    /// Whether some queue keeps no succeeded job; None until read.
+    static ANY_KEEPS_NOTHING: Cell<Option<bool>> = const { Cell::new(None) };
     /// The oids of jq_queues and jq_queue_ids; None until read (then every invalidation forgets).
     static TABLES: Cell<Option<[pg_sys::Oid; 2]>> = const { Cell::new(None) };
     static CALLBACK_REGISTERED: Cell<bool> = const { Cell::new(false) };
@@ -99,6 +105,30 @@ pub fn of(queue_name: &str) -> spi::Result<Settings> {
         KEPT.with(|kept| kept.borrow_mut().insert(queue_name.to_owned(), read.settings));
     }
     Ok(read.settings)
+}
+
+/// The name of the queue numbered `queue_id`.
+pub fn queue_name(queue_id: i32) -> spi::Result<String> {
+    if let Some(name) = NAMES.with(|names| names.borrow().get(&queue_id).cloned()) {
+        return Ok(name);
+    }
+    register_callback();
+    let name = db::connect(|db| db.first::<String>(NAME, &[queue_id.into()]))?
+        .unwrap_or_else(|| panic!("queue number {queue_id} has no name in jq_queue_ids"));
+    NAMES.with(|names| names.borrow_mut().insert(queue_id, name.clone()));
+    Ok(name)
+}
+
+/// Whether some queue keeps no succeeded job (README, "Queues that keep nothing"): only then need
+/// a completion look at its queue's setting, and delete the job's events.
+pub fn any_keeps_nothing() -> spi::Result<bool> {
+    if let Some(known) = ANY_KEEPS_NOTHING.get() {
+        return Ok(known);
+    }
+    register_callback();
+    let any = db::connect(|db| db.first::<bool>(ANY_KEEP_NOTHING, &[]))?.unwrap_or(true);
+    ANY_KEEPS_NOTHING.set(Some(any));
+    Ok(any)
 }
 
 /// An enqueue of a job with an ordering key: unless the queue's settings already say it has had
@@ -128,6 +158,8 @@ unsafe extern "C-unwind" fn relation_changed(_arg: pg_sys::Datum, relid: pg_sys:
     let ours = TABLES.get().is_none_or(|tables| tables.contains(&relid));
     if relid == pg_sys::InvalidOid || ours {
         KEPT.with(|kept| kept.borrow_mut().clear());
+        NAMES.with(|names| names.borrow_mut().clear());
+        ANY_KEEPS_NOTHING.set(None);
         TABLES.set(None);
     }
 }

@@ -22,6 +22,7 @@ pub mod payload;
 mod plans;
 mod row;
 pub mod status;
+pub mod text;
 
 use std::panic::AssertUnwindSafe;
 

@@ -15,10 +15,11 @@ use pgrx::spi::{self, SpiHeapTupleData};
 
 use super::admit;
 use super::prepare::{Front, Start};
-use super::text::{ordering_keys, without_sections};
+use super::text::ordering_keys;
 use super::{ClaimedJob, Request};
 use crate::api::settings::Settings;
 use crate::api::{keys, tokens};
+use crate::db::text::without_sections;
 use crate::db::{self, payload::Payload, Column, FromRow, Session};
 use crate::shared::front::Fairness;
 
@@ -291,11 +292,5 @@ mod unit {
         }
         // A waiting claim's look for a free slot always checks ordering keys.
         assert_eq!(admit::slot_free().matches(check[0]).count(), 1);
-    }
-
-    #[test]
-    #[should_panic(expected = "has no end")]
-    fn an_unended_fairness_section_is_refused() {
-        without_sections("SELECT 1\n-- fairness: begin\n, 2\n", "fairness");
     }
 }

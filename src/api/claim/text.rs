@@ -1,6 +1,5 @@
-//! How the claim statements are made from their files: sections left out for a queue that does
-//! not need them, and the one ordering-key check taken in where a statement asks for it (as
-//! `claim.sql`'s header describes).
+//! The one ordering-key check, taken in where a claim statement asks for it (as `claim.sql`'s
+//! header describes); the sections a queue does not need are left out by `db::text`.
 
 pub(crate) const ORDERING_KEY_CHECK: &str = include_str!("../../../sql/queries/parts/ordering_key_check.sql");
 
@@ -27,26 +26,4 @@ pub(crate) fn ordering_keys(sql: &str, ordered: bool) -> String {
         }
     }
     out
-}
-
-/// `sql` without its lines from each `-- <name>: begin` to the next `-- <name>: end`, and with the
-/// text of each `-- without <name>: ` line instead.
-pub(super) fn without_sections(sql: &str, name: &str) -> String {
-    let (begin, end, instead) =
-        (format!("-- {name}: begin"), format!("-- {name}: end"), format!("-- without {name}: "));
-    let mut lean = String::with_capacity(sql.len());
-    let mut skipping = false;
-    for line in sql.lines() {
-        match line.trim() {
-            marker if marker == begin => skipping = true,
-            marker if marker == end => skipping = false,
-            _ if skipping => {}
-            _ => {
-                lean.push_str(line.strip_prefix(instead.as_str()).unwrap_or(line));
-                lean.push('\n');
-            }
-        }
-    }
-    assert!(!skipping, "a {name} section of a claim statement has no end");
-    lean
 }

@@ -1,0 +1,1 @@
+SELECT jq_configure('bench', '{"starvation_limit": null}') IS NOT NULL;
