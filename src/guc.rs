@@ -159,8 +159,8 @@ pub fn init() {
     );
     GucRegistry::define_bool_guc(
         c"pg_jobqueue.claim_front",
-        c"Whether this session's claims start at their queue's claim front (needs shared_preload_libraries).",
-        c"Off: they walk the claim index from the queue's start, as without preload, and never move the front; everything that makes a job pending still lowers it. For measuring what the front saves.",
+        c"Whether this session's claims start at their queue's claim front.",
+        c"Off: they walk the claim index from the queue's start and never move the front; everything that makes a job pending still lowers it. For measuring what the front saves.",
         &CLAIM_FRONT,
         GucContext::Userset,
         GucFlags::default(),

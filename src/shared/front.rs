@@ -20,7 +20,7 @@
 //! - a move up is checked against every lowering since the claim read the front (`seq`, and the
 //!   last RECENT lowerings with their keys): it never passes a job made pending meanwhile;
 //! - queues whose jobs use ordering keys do not move: a keyed job waiting for its predecessor stays
-//!   pending behind the claims that passed it. Their claims walk from the start, as without preload;
+//!   pending behind the claims that passed it. Their claims walk from the start, as with no front;
 //! - whatever changes jobs outside the jq_* functions (an operator's UPDATE, a restore) is found by
 //!   the look from the start that each queue's front takes about once a second while it is claimed
 //!   from (the first claim a second after the last such look takes the next).
@@ -32,11 +32,15 @@
 //! it alone for a second (starting from the bottom). Taking follows the share rule of `queue_key`:
 //! a role takes a slot only while it holds fewer busy slots (in its database) than are free, and a
 //! database only while it holds fewer than twice as many, so no role can keep every slot busy with
-//! queues of its own. A queue that finds none walks from the start, as without preload, and tries
+//! queues of its own. A queue that finds none walks from the start, as with no front, and tries
 //! again a second later: a refusal (`queue_key`), logged once and counted in `jq_metrics()`. Busy
 //! queues competing for slots cost some of them the skip, never a job: whatever makes a job pending
-//! lowers (or forgets) every slot its queue holds, and a claim moves only the slot it read. Without
-//! preload there is no front, and claims walk from the start.
+//! lowers (or forgets) every slot its queue holds, and a claim moves only the slot it read.
+//!
+//! Where the slots live: in the server's shared memory when the library is preloaded; otherwise in
+//! a segment of their own (`segment`), with the queue keys' seed, attached by each backend the first
+//! time it claims or makes a job pending. Every path that makes a job pending attaches before it
+//! notes its lowering, so no lowering is lost to a backend that was not yet attached.
 //! Jobs made pending by a prepared transaction (whose commit may come in another session) are
 //! found by the look from the start, like those changed outside the functions.
 
@@ -47,7 +51,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use pgrx::pg_sys;
 
 use super::queue_key::{self, Table};
-use super::xact;
+use super::{segment, xact};
 
 const SLOTS: usize = 1024;
 
@@ -354,8 +358,9 @@ impl Slot {
     }
 }
 
-/// The slot array in shared memory, then a tag per slot; null unless the library was preloaded.
-/// Set when the process attaches shared memory, read-only afterwards.
+/// The slot array in shared memory, then a tag per slot; null until the process attaches the
+/// server's shared memory (preloaded) or the fronts' segment (`segment`, without preload). Set
+/// once per process, read-only afterwards.
 static mut SHARED: *mut Slot = std::ptr::null_mut();
 /// Per slot, its queue's tag (`tag_of` its hash; 0: none), read without the slot's lock to find a
 /// queue's slot before locking it. Written under the slot's lock.
@@ -366,7 +371,8 @@ pub fn shared_size() -> usize {
 }
 
 /// Takes the fronts' part of shared memory (`shared_size()` bytes at `base`), zeroed (every slot
-/// empty and untagged) when `new`. Only from the shared-memory startup hook.
+/// empty and untagged) when `new`. Only from the shared-memory startup hook, or once the fronts'
+/// segment is attached.
 pub unsafe fn attach(base: *mut u8, new: bool) {
     // SAFETY: `base` holds SLOTS slots, then SLOTS tags (a slot's size is a multiple of 8, so the
     // tags are aligned), and zero bytes are an empty, unlocked slot and no tag; the pointers are
@@ -383,6 +389,36 @@ pub unsafe fn attach(base: *mut u8, new: bool) {
 fn attached() -> bool {
     // SAFETY: read-only after startup.
     !unsafe { SHARED }.is_null()
+}
+
+/// Whether the fronts are in shared memory, attaching their segment on first use without preload:
+/// the queue keys' part (whose seed the fronts hash with), then the slots. Only where a claim or
+/// a change of jobs runs, never at commit.
+fn available() -> bool {
+    if attached() {
+        return true;
+    }
+    if crate::guc::preloaded() {
+        // Preloaded, the fronts' part of the server's shared memory was attached at startup: not
+        // attached means the postmaster never made it, and a segment would split the queues.
+        return false;
+    }
+    let keys = queue_key::shared_size().next_multiple_of(64);
+    segment::attach(keys + shared_size(), layout(), |base, new| {
+        // SAFETY: `base` holds `keys` bytes for the queue keys' part, then the slots' part, and
+        // this runs once per process, before its first use of either.
+        unsafe {
+            queue_key::attach(base, new);
+            attach(base.add(keys), new);
+        }
+    })
+}
+
+/// What a segment made by another build must match to be shared: the sizes of both parts, and a
+/// version to raise when a field's meaning changes without its size.
+fn layout() -> u64 {
+    const VERSION: u64 = 1;
+    (VERSION << 56) ^ ((queue_key::shared_size() as u64) << 28) ^ (shared_size() as u64)
 }
 
 /// Never 0, which marks a slot without a queue.
@@ -465,7 +501,7 @@ fn with_read_slot(queue_name: &str, seen: &Seen, f: impl FnOnce(&mut Slot)) {
 /// Reads the queue's front, taking a slot for it if it holds none. None without shared memory, or
 /// when it finds no slot. To be called before the claim's statement takes its snapshot.
 pub fn read(queue_name: &str, now: pg_sys::TimestampTz) -> Option<Seen> {
-    if !attached() {
+    if !available() {
         return None;
     }
     let hash = queue_key::hash(queue_name);
@@ -614,7 +650,7 @@ fn lower(queue_name: &str, key: Key, keyed: bool) {
 /// The transaction made a job pending at `key` (with an ordering key: `keyed`): once it commits,
 /// the front is at or below it.
 pub fn lower_at_commit(queue_name: &str, key: Key, keyed: bool) {
-    if crate::guc::preloaded() {
+    if available() {
         let queue_name = queue_name.to_owned();
         xact::at_commit(move || lower(&queue_name, key, keyed));
     }
@@ -623,7 +659,7 @@ pub fn lower_at_commit(queue_name: &str, key: Key, keyed: bool) {
 /// The transaction made jobs of the queue pending whose keys are not at hand: once it commits,
 /// the front is back at the bottom until a look from the start.
 pub fn forget_at_commit(queue_name: &str) {
-    if crate::guc::preloaded() {
+    if available() {
         let queue_name = queue_name.to_owned();
         xact::at_commit(move || forget(&queue_name));
     }
@@ -631,7 +667,7 @@ pub fn forget_at_commit(queue_name: &str) {
 
 /// The (sub)transaction locked jobs of the queue that are pending again if it rolls back.
 pub fn forget_at_rollback(queue_name: &str) {
-    if crate::guc::preloaded() {
+    if available() {
         let queue_name = queue_name.to_owned();
         xact::at_rollback(move || forget(&queue_name));
     }
@@ -644,7 +680,7 @@ fn forget(queue_name: &str) {
 /// The (sub)transaction locked pending jobs, the lowest at `key`; if it rolls back they are
 /// pending again, and claims may have moved the front past them meanwhile.
 pub fn lower_at_rollback(queue_name: &str, key: Key) {
-    if crate::guc::preloaded() {
+    if available() {
         let queue_name = queue_name.to_owned();
         xact::at_rollback(move || lower(&queue_name, key, false));
     }

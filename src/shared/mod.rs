@@ -3,12 +3,14 @@
 //! claim fronts (`front`), what every table keyed by queues follows (`queue_key`: the seeded hash,
 //! the share rule, refusals), the databases the background worker serves (`served`), the utility
 //! hook (`utility`), and the end-of-transaction hook they all use (`xact`); and the key locks
-//! (`key_lock`), which live in PostgreSQL's own lock table and need no preload. This module
+//! (`key_lock`), which live in PostgreSQL's own lock table and need no preload. The claim fronts,
+//! and the queue keys they hash with, are shared without preload too, in a dynamic segment
+//! (`segment`) that their first use makes. This module
 //! owns the server hooks: it asks for one block of shared memory for every part, and at startup
 //! hands each part its own piece. The parts never look each other up.
 //!
 //! Whether the library was preloaded has one answer, `guc::preloaded()`; without it there is no
-//! shared memory, and each part says what it does then.
+//! shared memory but the fronts' segment, and each part says what it does then.
 
 pub mod counters;
 pub mod finish;
@@ -17,6 +19,7 @@ pub mod histogram;
 pub mod key_lock;
 pub mod listeners;
 pub mod queue_key;
+pub mod segment;
 pub mod served;
 pub mod utility;
 pub mod wake;

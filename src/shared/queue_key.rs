@@ -73,8 +73,8 @@ struct Shared {
     unrecorded_logged: [AtomicU32; TABLES],
 }
 
-/// Null unless the library was preloaded. Set when the process attaches shared memory, read-only
-/// afterwards.
+/// Null until the process attaches the server's shared memory (preloaded) or the claim fronts'
+/// segment (`front`, without preload). Set once per process, read-only afterwards.
 static mut SHARED: *mut Shared = std::ptr::null_mut();
 
 pub fn shared_size() -> usize {
@@ -82,7 +82,7 @@ pub fn shared_size() -> usize {
 }
 
 /// Takes this part of shared memory (`shared_size()` bytes at `base`), zeroed and seeded when
-/// `new`. Only from the shared-memory startup hook.
+/// `new`. Only from the shared-memory startup hook, or once the claim fronts' segment is attached.
 pub unsafe fn attach(base: *mut u8, new: bool) {
     let shared = base.cast::<Shared>();
     // SAFETY: `base` holds a `Shared` (zero bytes are free records and unlogged flags); the creating

@@ -49,6 +49,11 @@ impl Cluster {
         Cluster { dir, port, stopped: false }
     }
 
+    /// The server's data directory.
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     pub fn port(&self) -> u16 {
         self.port
     }
