@@ -504,6 +504,15 @@ pub fn read(queue_name: &str, now: pg_sys::TimestampTz) -> Option<Seen> {
     if !available() {
         return None;
     }
+    let seen = read_slot(queue_name, now)?;
+    // Jobs this transaction made pending lower the front only when it commits, but its own claims
+    // see them now: they start below them.
+    let mark = made_here(queue_name).map_or(seen.mark, |here| seen.mark.min(here));
+    Some(Seen { mark, ..seen })
+}
+
+/// The queue's slot, read (or taken); None when it finds none.
+fn read_slot(queue_name: &str, now: pg_sys::TimestampTz) -> Option<Seen> {
     let hash = queue_key::hash(queue_name);
     let (want, database) = (tag_of(hash), queue_key::database());
     for index in candidates(hash).filter(|index| tag(*index).load(Ordering::SeqCst) == want) {
@@ -647,10 +656,39 @@ fn lower(queue_name: &str, key: Key, keyed: bool) {
     each_held(queue_name, |slot| slot.lower(key, keyed));
 }
 
+thread_local! {
+    /// The lowest key the current transaction made pending in each queue (BOTTOM: keys not at
+    /// hand), tagged with the transaction (`xact::this_transaction`): what its own claims must
+    /// start from before its commit lowers the front.
+    static MADE_HERE: RefCell<(u32, HashMap<String, Key>)> = RefCell::new((0, HashMap::new()));
+}
+
+/// The current transaction made a job of the queue pending at `key`.
+fn note_made_here(queue_name: &str, key: Key) {
+    MADE_HERE.with(|made| {
+        let mut made = made.borrow_mut();
+        let transaction = xact::this_transaction();
+        if made.0 != transaction {
+            *made = (transaction, HashMap::new());
+        }
+        let low = made.1.entry(queue_name.to_owned()).or_insert(key);
+        *low = (*low).min(key);
+    });
+}
+
+/// The lowest key the current transaction made pending in the queue, if any.
+fn made_here(queue_name: &str) -> Option<Key> {
+    MADE_HERE.with(|made| {
+        let made = made.borrow();
+        (made.0 == xact::this_transaction()).then(|| made.1.get(queue_name).copied()).flatten()
+    })
+}
+
 /// The transaction made a job pending at `key` (with an ordering key: `keyed`): once it commits,
 /// the front is at or below it.
 pub fn lower_at_commit(queue_name: &str, key: Key, keyed: bool) {
     if available() {
+        note_made_here(queue_name, if keyed { Key::BOTTOM } else { key });
         let queue_name = queue_name.to_owned();
         xact::at_commit(move || lower(&queue_name, key, keyed));
     }
@@ -660,6 +698,7 @@ pub fn lower_at_commit(queue_name: &str, key: Key, keyed: bool) {
 /// the front is back at the bottom until a look from the start.
 pub fn forget_at_commit(queue_name: &str) {
     if available() {
+        note_made_here(queue_name, Key::BOTTOM);
         let queue_name = queue_name.to_owned();
         xact::at_commit(move || forget(&queue_name));
     }

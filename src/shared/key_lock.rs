@@ -6,6 +6,8 @@
 
 use pgrx::pg_sys;
 
+use super::xact;
+
 /// `locktag_field4` of the key locks: PostgreSQL's advisory lock functions use 1 and 2.
 const KEY_LOCK_CLASS: u16 = 0x6A71;
 
@@ -21,16 +23,10 @@ thread_local! {
     static KEPT: std::cell::Cell<(u32, i32)> = const { std::cell::Cell::new((0, 0)) };
 }
 
-/// This backend's local transaction id, which no two of its transactions share.
-fn this_transaction() -> u32 {
-    // SAFETY: a plain read of this backend's own PGPROC, set while a transaction runs.
-    unsafe { (*pg_sys::MyProc).lxid }
-}
-
 /// How many key locks this transaction keeps.
 fn kept() -> i32 {
     let (transaction, count) = KEPT.get();
-    if transaction == this_transaction() {
+    if transaction == xact::this_transaction() {
         count
     } else {
         0
@@ -61,7 +57,7 @@ impl KeyLock {
 
     /// Holds the lock until the transaction ends.
     pub fn keep(self) {
-        KEPT.set((this_transaction(), kept() + 1));
+        KEPT.set((xact::this_transaction(), kept() + 1));
         std::mem::forget(self);
     }
 }

@@ -239,3 +239,10 @@ mod tests {
         assert_eq!(undone.get(), 1);
     }
 }
+
+/// This backend's local transaction id, which no two of its transactions share: what a note kept
+/// for one transaction is tagged with, so that the next one ignores it.
+pub fn this_transaction() -> u32 {
+    // SAFETY: a plain read of this backend's own PGPROC, set while a transaction runs.
+    unsafe { (*pg_sys::MyProc).lxid }
+}

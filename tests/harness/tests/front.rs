@@ -126,6 +126,20 @@ fn a_job_enqueued_before_the_front_is_claimed_next() {
     });
 }
 
+/// The front is lowered when the enqueue commits; a claim in the enqueuing transaction itself sees
+/// the job before that, and takes it, even from a queue whose front has passed every job.
+#[test]
+fn a_claim_in_the_enqueuing_transaction_takes_its_job() {
+    on_both(|settings| {
+        let (_cluster, mut client) = queue_with_a_moved_front(settings);
+        while claim(&mut client, "q", "w", "1 hour").is_some() {}
+        client.batch_execute("BEGIN").unwrap();
+        let early = one(&mut client, "SELECT jq_enqueue('q', '{}', run_at => now() - interval '1 minute')");
+        assert_eq!(claim(&mut client, "q", "w", "1 hour").map(|c| c.0), Some(early));
+        client.batch_execute("COMMIT").unwrap();
+    });
+}
+
 #[test]
 fn jobs_of_a_claim_that_rolls_back_are_claimed_next_though_claims_passed_them() {
     on_both(|settings| {
