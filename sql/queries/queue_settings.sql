@@ -2,7 +2,7 @@
 -- What a claim or an enqueue applies of a queue, read once per session and kept until jq_queues or jq_queue_ids
 -- change (src/api/settings.rs): the queue's number (NULL before its first enqueue) and whether it
 -- has ever had a job with an ordering key; then its settings, a queue without a row having the
--- tables' defaults; then each rate limit with its period in microseconds (as interval comparison
+-- tables' defaults (the queue's max_attempts last); then each rate limit with its period in microseconds (as interval comparison
 -- counts them: a month is 30 days); its notify setting (NULL: while someone listens); and the two
 -- tables' oids, whose invalidations say a setting changed.
 SELECT n.queue_id,
@@ -17,6 +17,7 @@ SELECT n.queue_id,
        q.rate_limit, (extract(epoch FROM q.rate_period) * 1000000::numeric)::bigint,
        q.key_rate_limit, (extract(epoch FROM q.key_rate_period) * 1000000::numeric)::bigint,
        q.notify,
+       coalesce(q.max_attempts, 8),
        'jq_queues'::pg_catalog.regclass::pg_catalog.oid,
        'jq_queue_ids'::pg_catalog.regclass::pg_catalog.oid
 FROM (VALUES (1)) AS one

@@ -77,16 +77,17 @@ pub(crate) struct NewJob<'a> {
 /// Inserts the job (or finds the live job that holds its dedup key) and returns its id: jq_enqueue's
 /// body, which schedules' ticks share (src/api/schedules.rs). Runs with the owner's rights.
 pub(crate) fn insert(db: &mut db::Session, job: &NewJob, now: TimestampWithTimeZone) -> spi::Result<i64> {
+    let (queue_id, queue) = registered(db, job.queue_name)?;
     let insert = if job.dedup_key.is_some() { INSERT_UNLESS_KEY_HELD } else { INSERT };
     loop {
         let inserted = db.first::<i64>(
             insert,
             &[
-                job.queue_name.into(),
+                queue_id.into(),
                 job.payload.into(),
                 job.priority.into(),
                 job.run_at.into(),
-                job.max_attempts.into(),
+                job.max_attempts.unwrap_or(queue.max_attempts).into(),
                 job.dedup_key.into(),
                 job.ordering_key.into(),
                 now.into(),
@@ -98,7 +99,7 @@ pub(crate) fn insert(db: &mut db::Session, job: &NewJob, now: TimestampWithTimeZ
             if job.ordering_key.is_some() {
                 settings::ordering_keys_used(db, job.queue_name)?;
             }
-            wake::after_enqueue(job.queue_name, settings::of(job.queue_name)?.notify);
+            wake::after_enqueue(job.queue_name, queue.notify);
             after_insert(
                 job.queue_name,
                 Key { priority: job.priority, available_at: job.run_at.unwrap_or(now).into(), id },
@@ -111,13 +112,10 @@ pub(crate) fn insert(db: &mut db::Session, job: &NewJob, now: TimestampWithTimeZ
         // and the insert is tried again. Run read-write (as `Session::first` does), so that the lookup
         // takes a fresh snapshot: a read-only one would reuse the calling statement's, which may
         // predate the holder, and the loop would never end.
-        if let Some(key) = job.dedup_key {
-            if let Some(id) = db.first::<i64>(LIVE_HOLDER_OF_KEY, &[job.queue_name.into(), key.into()])? {
-                return Ok(id);
-            }
+        let key = job.dedup_key.expect("only a held dedup key leaves the insert without a row");
+        if let Some(id) = db.first::<i64>(LIVE_HOLDER_OF_KEY, &[job.queue_name.into(), key.into()])? {
+            return Ok(id);
         }
-        // Or the queue has no number yet: give it one (a no-op if it has one by now), then again.
-        register(db, job.queue_name)?;
     }
 }
 
@@ -147,24 +145,23 @@ fn jq_enqueue_jobs(
     let any = !payloads.is_empty();
     let ids = rights::as_owner(|| {
         db::connect(|db| {
+            if !any {
+                return Ok(Vec::new());
+            }
+            let (queue_id, queue) = registered(db, queue_name)?;
             let args = [
-                queue_name.into(),
+                queue_id.into(),
                 payloads.into(),
                 priority.into(),
                 run_at.into(),
-                max_attempts.into(),
+                max_attempts.unwrap_or(queue.max_attempts).into(),
                 now.into(),
                 concurrency_key.into(),
                 expires_at.into(),
             ];
-            let mut ids: Vec<(i64,)> = db.rows(INSERT_BATCH, &args)?;
-            if ids.is_empty() && any {
-                // The queue has no number yet (see jq_enqueue).
-                register(db, queue_name)?;
-                ids = db.rows(INSERT_BATCH, &args)?;
-            }
+            let ids: Vec<(i64,)> = db.rows(INSERT_BATCH, &args)?;
             if let Some(&(first,)) = ids.iter().min() {
-                wake::after_enqueue(queue_name, settings::of(queue_name)?.notify);
+                wake::after_enqueue(queue_name, queue.notify);
                 let first = Key { priority, available_at: run_at.unwrap_or(now).into(), id: first };
                 after_insert(queue_name, first, false, concurrency_key.is_some());
             }
@@ -185,9 +182,17 @@ fn after_insert(queue_name: &str, first: Key, ordered: bool, keyed: bool) {
     }
 }
 
-/// Gives `queue_name` its number in jq_queue_ids, unless it has one: the first enqueue into a queue.
-fn register(db: &mut db::Session, queue_name: &str) -> spi::Result<()> {
-    db.rows::<()>(REGISTER, &[queue_name.into()]).map(drop)
+/// The queue's number and settings, as the session keeps them; on the queue's first enqueue, its
+/// number is given first (in jq_queue_ids: a no-op if another session gave it meanwhile).
+fn registered(db: &mut db::Session, queue_name: &str) -> spi::Result<(i32, settings::Settings)> {
+    let mut queue = settings::of(queue_name)?;
+    if queue.queue_id.is_none() {
+        db.rows::<()>(REGISTER, &[queue_name.into()])?;
+        queue = settings::of(queue_name)?;
+    }
+    let queue_id =
+        queue.queue_id.unwrap_or_else(|| panic!("queue \"{queue_name}\" has no number after its registration"));
+    Ok((queue_id, queue))
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -256,10 +256,14 @@ mod tests {
         ] {
             let enqueue = generic_plan(
                 sql,
-                "text, jsonb, int, timestamptz, int, text, text, timestamptz, text, timestamptz",
-                &format!("'q1', '{{}}', 0, NULL, NULL, {dedup_key}, NULL, now(), 'k', NULL"),
+                "int, jsonb, int, timestamptz, int, text, text, timestamptz, text, timestamptz",
+                &format!("1, '{{}}', 0, NULL, 8, {dedup_key}, NULL, now(), 'k', NULL"),
             );
             assert_no_seq_scan(&enqueue);
+            // The queue's number and default max_attempts are the session's kept settings.
+            for table in ["jq_queues", "jq_queue_ids"] {
+                assert!(!plan_nodes(&enqueue).iter().any(|n| n["Relation Name"] == table), "{table}: {enqueue}");
+            }
         }
     }
 

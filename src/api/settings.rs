@@ -1,4 +1,4 @@
-//! A queue's settings as a claim applies them, read once per session and kept until they change
+//! A queue's settings as a claim or an enqueue applies them, read once per session and kept until they change
 //! (README, "jq_configure"). A change of jq_queues, by jq_configure or by a direct UPDATE, fires
 //! the table's statement trigger, which sends an invalidation of the table to every session at
 //! commit (to this one at the end of the command); so does a change of jq_queue_ids, whose
@@ -45,6 +45,8 @@ pub struct Settings {
     pub rates: Rates,
     /// Whether committed enqueues send NOTIFY (README, "Wake-ups"); None: while someone listens.
     pub notify: Option<bool>,
+    /// The attempts of a job enqueued without its own `max_attempts`.
+    pub max_attempts: i32,
 }
 
 /// One row of `queue_settings.sql`: the settings, and the oids of the tables they are read from.
@@ -73,8 +75,9 @@ impl FromRow for Read {
                 key: rate(Column::column(row, 11)?, Column::column(row, 12)?),
             },
             notify: Column::column(row, 13)?,
+            max_attempts: Column::column(row, 14)?,
         };
-        Ok(Read { settings, tables: [Column::column(row, 14)?, Column::column(row, 15)?] })
+        Ok(Read { settings, tables: [Column::column(row, 15)?, Column::column(row, 16)?] })
     }
 }
 

@@ -203,6 +203,19 @@ fn a_sessions_kept_settings_follow_every_change_made_elsewhere() {
     let claimed = claim(&mut worker, 20);
     assert!(claimed.contains(&first) && !claimed.contains(&second), "{claimed:?}: {first}, then {second}");
     assert_eq!(claimed.len(), 8, "{claimed:?}: the seven jobs left without a key, and the first with one");
+
+    // Enqueues keep the settings too: a job without its own max_attempts takes the queue's, as
+    // changed elsewhere.
+    let attempts = |client: &mut Client, sql: &str| -> i32 {
+        let id: i64 = client.query_one(sql, &[]).unwrap().get(0);
+        client.query_one("SELECT max_attempts FROM jq_jobs WHERE id = $1", &[&id]).unwrap().get(0)
+    };
+    assert_eq!(attempts(&mut worker, "SELECT jq_enqueue('kept', '{}')"), 8);
+    admin.batch_execute("SELECT jq_configure('kept', '{\"max_attempts\": 3}')").unwrap();
+    assert_eq!(attempts(&mut worker, "SELECT jq_enqueue('kept', '{}')"), 3, "set by jq_configure");
+    admin.batch_execute("UPDATE jq_queues SET max_attempts = 4 WHERE queue_name = 'kept'").unwrap();
+    let batch = "SELECT min(b) FROM jq_enqueue_batch('kept', ARRAY['{}'::jsonb]) b";
+    assert_eq!(attempts(&mut worker, batch), 4, "set by an UPDATE");
 }
 
 /// A limit of 3 with 8 claimers: never more than 3 of the queue's jobs run at once.
