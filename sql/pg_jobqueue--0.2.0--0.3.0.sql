@@ -291,15 +291,10 @@ LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'jq_setting_interval_ok_wrapper';
 
 
-CREATE FUNCTION "jq_grants_changed"()
+CREATE FUNCTION "jq_table_changed"()
 	RETURNS TRIGGER
 	LANGUAGE c
-	AS 'MODULE_PATHNAME', 'jq_grants_changed_wrapper';
-
-CREATE FUNCTION "jq_settings_changed"()
-	RETURNS TRIGGER
-	LANGUAGE c
-	AS 'MODULE_PATHNAME', 'jq_settings_changed_wrapper';
+	AS 'MODULE_PATHNAME', 'jq_table_changed_wrapper';
 
 
 -- Settings out of the new bounds would make the constraints below refuse the upgrade: each becomes
@@ -675,14 +670,16 @@ WHERE o.status OPERATOR(pg_catalog.=) 'succeeded';
 SELECT pg_catalog.pg_extension_config_dump('jq_queue_ids', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_queue_ids_seq', '');
 
--- Tell every session to forget the queue settings it keeps when they change (src/api/settings.rs).
-ALTER FUNCTION jq_settings_changed() SET search_path = pg_catalog, @extschema@, pg_temp;
+-- Tell every session to forget the queue settings it keeps when they change (src/api/settings.rs),
+-- through the one trigger function of the tables sessions keep something of (its path pinned like
+-- every other function's; the trigger on jq_grants uses it too).
+ALTER FUNCTION jq_table_changed() SET search_path = pg_catalog, @extschema@, pg_temp;
 CREATE TRIGGER jq_settings_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON jq_queues
-    FOR EACH STATEMENT EXECUTE FUNCTION jq_settings_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION jq_table_changed();
 CREATE TRIGGER jq_settings_changed
     AFTER UPDATE OR DELETE OR TRUNCATE ON jq_queue_ids
-    FOR EACH STATEMENT EXECUTE FUNCTION jq_settings_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION jq_table_changed();
 SELECT pg_catalog.pg_extension_config_dump('jq_live_jobs', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_job_history_default', '');
 
@@ -882,12 +879,10 @@ BEGIN
 END
 $$;
 
--- Tell every session to forget its cached rights when jq_grants changes (rights.rs). Its path is
--- pinned like every other function's.
-ALTER FUNCTION jq_grants_changed() SET search_path = pg_catalog, @extschema@, pg_temp;
+-- Tell every session to forget its cached rights when jq_grants changes (src/rights.rs).
 CREATE TRIGGER jq_grants_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON jq_grants
-    FOR EACH STATEMENT EXECUTE FUNCTION jq_grants_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION jq_table_changed();
 
 -- Which functions each privilege calls; 'any' for those every holder of a right may call (the
 -- figures of the queues it may see).

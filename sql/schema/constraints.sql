@@ -14,11 +14,13 @@ ALTER TABLE jq_queues
     ADD CONSTRAINT jq_queues_rate_period_bounded CHECK (jq_setting_interval_ok(rate_period)),
     ADD CONSTRAINT jq_queues_key_rate_period_bounded CHECK (jq_setting_interval_ok(key_rate_period));
 
--- Tell every session to forget the queue settings it keeps when they change (src/api/settings.rs).
-ALTER FUNCTION jq_settings_changed() SET search_path = pg_catalog, @extschema@, pg_temp;
+-- Tell every session to forget the queue settings it keeps when they change (src/api/settings.rs),
+-- through the one trigger function of the tables sessions keep something of (its path pinned like
+-- every other function's; the trigger on jq_grants uses it too).
+ALTER FUNCTION jq_table_changed() SET search_path = pg_catalog, @extschema@, pg_temp;
 CREATE TRIGGER jq_settings_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON jq_queues
-    FOR EACH STATEMENT EXECUTE FUNCTION jq_settings_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION jq_table_changed();
 CREATE TRIGGER jq_settings_changed
     AFTER UPDATE OR DELETE OR TRUNCATE ON jq_queue_ids
-    FOR EACH STATEMENT EXECUTE FUNCTION jq_settings_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION jq_table_changed();

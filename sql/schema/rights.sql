@@ -23,12 +23,10 @@ BEGIN
 END
 $$;
 
--- Tell every session to forget its cached rights when jq_grants changes (rights.rs). Its path is
--- pinned like every other function's.
-ALTER FUNCTION jq_grants_changed() SET search_path = pg_catalog, @extschema@, pg_temp;
+-- Tell every session to forget its cached rights when jq_grants changes (src/rights.rs).
 CREATE TRIGGER jq_grants_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON jq_grants
-    FOR EACH STATEMENT EXECUTE FUNCTION jq_grants_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION jq_table_changed();
 
 -- Which functions each privilege calls; 'any' for those every holder of a right may call (the
 -- figures of the queues it may see).

@@ -1,6 +1,6 @@
 //! The SQL side of the rights (README, "Security"): the figures views' row filter, the question a
-//! client may ask before it acts, and the trigger that makes every session forget its cached
-//! answers when `jq_grants` changes. jq_grant and jq_revoke are PL/pgSQL, in
+//! client may ask before it acts (the trigger that makes every session forget its cached answers
+//! when `jq_grants` changes is `settings::jq_table_changed`). jq_grant and jq_revoke are PL/pgSQL, in
 //! `sql/schema/rights.sql`; the model itself is `crate::rights`.
 
 use pgrx::prelude::*;
@@ -9,17 +9,6 @@ use crate::rights::{self, Privilege};
 use crate::{db, error, input};
 
 const SCHEMA_USAGE_RELEASE: &str = include_str!("../../sql/queries/schema_usage_release.sql");
-
-/// The statement trigger on jq_grants: tell every session (this one included, at the end of the
-/// command) to drop its cached answers once this transaction commits.
-#[pg_trigger]
-fn jq_grants_changed<'a>(
-    trigger: &'a pgrx::PgTrigger<'a>,
-) -> Result<Option<PgHeapTuple<'a, pgrx::AllocatedByPostgres>>, pgrx::PgTriggerError> {
-    // SAFETY: queues an invalidation of the trigger's own table, sent at commit.
-    unsafe { pg_sys::CacheInvalidateRelcacheByRelid(trigger.relation()?.oid()) };
-    Ok(None)
-}
 
 extension_sql_file!(
     "../../sql/schema/views.sql",

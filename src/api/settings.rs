@@ -167,10 +167,12 @@ unsafe extern "C-unwind" fn relation_changed(_arg: pg_sys::Datum, relid: pg_sys:
     }
 }
 
-/// The statement trigger on jq_queues and jq_queue_ids: tell every session (this one included, at
-/// the end of the command) to forget the settings it keeps once this transaction commits.
+/// The statement trigger of every table whose contents sessions keep (jq_queues and jq_queue_ids:
+/// the settings here; jq_grants: the rights' answers, `crate::rights`): tell every session (this
+/// one included, at the end of the command) to forget what it keeps of the trigger's table once
+/// this transaction commits.
 #[pg_trigger]
-fn jq_settings_changed<'a>(
+fn jq_table_changed<'a>(
     trigger: &'a pgrx::PgTrigger<'a>,
 ) -> Result<Option<PgHeapTuple<'a, pgrx::AllocatedByPostgres>>, pgrx::PgTriggerError> {
     // SAFETY: queues an invalidation of the trigger's own table, sent at commit.
