@@ -29,8 +29,7 @@ fn a_completed_job_moves_to_the_history_and_keeps_its_id_events_and_fencing() {
     let mut client = cluster.connect();
     let id: i64 = one(&mut client, "SELECT jq_enqueue('h', '{\"n\": 1}', max_attempts => 3)");
     let (_, first) = claim(&mut client, "h", "w", "30 s").unwrap();
-    client.execute("SELECT jq_fail($1, 'w', $2, 'FLAKY', 'once')", &[&id, &first]).unwrap();
-    client.batch_execute(&format!("UPDATE jq_live_jobs SET available_at = now() WHERE id = {id}")).unwrap();
+    client.execute("SELECT jq_fail($1, 'w', $2, 'FLAKY', 'once', retry_in => '0 s')", &[&id, &first]).unwrap();
     let (_, token) = claim(&mut client, "h", "w", "30 s").unwrap();
     assert!(complete(&mut client, id, "w", token));
 
