@@ -677,8 +677,10 @@ ALTER FUNCTION jq_table_changed() SET search_path = pg_catalog, @extschema@, pg_
 CREATE TRIGGER jq_settings_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON jq_queues
     FOR EACH STATEMENT EXECUTE FUNCTION jq_table_changed();
+-- INSERT too: a first enqueue's number, kept by its session, is forgotten if its transaction
+-- rolls back (PostgreSQL replays a rolled-back transaction's invalidations in its own session).
 CREATE TRIGGER jq_settings_changed
-    AFTER UPDATE OR DELETE OR TRUNCATE ON jq_queue_ids
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON jq_queue_ids
     FOR EACH STATEMENT EXECUTE FUNCTION jq_table_changed();
 SELECT pg_catalog.pg_extension_config_dump('jq_live_jobs', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_job_history_default', '');

@@ -218,6 +218,34 @@ fn a_sessions_kept_settings_follow_every_change_made_elsewhere() {
     assert_eq!(attempts(&mut worker, batch), 4, "set by an UPDATE");
 }
 
+/// A queue's first enqueue gives it its number, which sessions keep with its settings. If that
+/// transaction rolls back, the number goes with it, and the next first enqueue gets another: no
+/// session may go on using the one rolled back, for enqueues or claims, in a transaction or in a
+/// savepoint.
+#[test]
+fn a_queue_number_given_in_a_rolled_back_transaction_is_not_kept() {
+    let cluster = Cluster::start();
+    let mut first = cluster.connect();
+    let mut other = cluster.connect();
+    for (begin, end) in [("BEGIN", "ROLLBACK"), ("BEGIN; SAVEPOINT s", "ROLLBACK TO SAVEPOINT s; COMMIT")] {
+        let queue = if begin == "BEGIN" { "undone" } else { "undone_in_savepoint" };
+        first.batch_execute(begin).unwrap();
+        first.execute("SELECT jq_enqueue($1, '{}')", &[&queue]).unwrap();
+        assert_eq!(first.query("SELECT id FROM jq_claim($1, 'w')", &[&queue]).unwrap().len(), 1);
+        first.batch_execute(end).unwrap();
+        // Another session numbers the queue now; the first enqueues and claims under that number.
+        let theirs: i64 = other.query_one("SELECT jq_enqueue($1, '{}')", &[&queue]).unwrap().get(0);
+        let mine: i64 = first.query_one("SELECT jq_enqueue($1, '{}')", &[&queue]).unwrap().get(0);
+        let claimed: Vec<i64> = first
+            .query("SELECT id FROM jq_claim($1, 'w', batch_size => 10)", &[&queue])
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        assert_eq!(claimed, [theirs, mine], "{queue}");
+    }
+}
+
 /// A limit of 3 with 8 claimers: never more than 3 of the queue's jobs run at once.
 #[test]
 fn a_concurrency_limit_of_three_holds_under_eight_claimers() {
