@@ -2,8 +2,10 @@
 # What parts of the hot table (jq_live_jobs) cost, as the server runs them (release build, preloaded, 8
 # clients, synchronous_commit on), each variant from an emptied, refilled, vacuumed and
 # checkpointed table, runs alternating:
-#   W3 (claim + complete, bench/systems/jobqueue/w3_claim_complete.sql) with the invariants in one
-#   CHECK constraint (as installed), in the three constraints of 0.2.0, and with none;
+#   W1 (one jq_enqueue per transaction) and W3 (claim + complete,
+#   bench/systems/jobqueue/w3_claim_complete.sql) with the invariants checked by one call of
+#   jq_live_job_consistent (as installed), by the same rules written out as one CHECK expression,
+#   in the three constraints of 0.2.0, and with no constraint;
 #   W2 (100 jobs per jq_enqueue_batch) without an arrival-order index (as installed) and with the
 #   one 0.2.0 had (jq_jobs_fifo), which the fairness check no longer needs.
 # Variants are made with ALTER TABLE / DROP INDEX on a scratch server, for measuring only.
@@ -29,6 +31,8 @@ THREE="ADD CONSTRAINT jq_jobs_max_attempts_positive CHECK (max_attempts >= 1),
   ADD CONSTRAINT jq_jobs_attempts_within_budget CHECK (attempt_count BETWEEN 0 AND max_attempts),
   ADD CONSTRAINT jq_jobs_lease_only_while_running CHECK ((status = 'running') = (lease_owner IS NOT NULL)
       AND (status = 'running') = (lease_expires_at IS NOT NULL))"
+CALL="ADD CONSTRAINT jq_live_jobs_consistent CHECK (jq_live_job_consistent(status, max_attempts, attempt_count,
+  lease_owner IS NOT NULL, lease_expires_at IS NOT NULL))"
 ONE="ADD CONSTRAINT jq_live_jobs_consistent CHECK (max_attempts >= 1 AND attempt_count BETWEEN 0 AND max_attempts
   AND (status = 'running') = (lease_owner IS NOT NULL) AND (status = 'running') = (lease_expires_at IS NOT NULL))"
 
@@ -56,14 +60,20 @@ run() {
     | awk -v n="$jobs_per_tx" '/^tps/ { printf "%.0f", $3 * n }'
 }
 
-echo "W3, claim + complete, jobs/s (runs of $SECONDS_PER_RUN s):"
-for r in $(seq 1 "$RUNS"); do
-  for variant in one three none; do
-    case $variant in one) constraints "$ONE" ;; three) constraints "$THREE" ;; none) constraints "" ;; esac
-    echo "  run $r  $variant CHECK constraint(s): $(run w3_claim_complete $((SECONDS_PER_RUN * 9000)) 1)"
+for workload in w1_enqueue w3_claim_complete; do
+  [ $workload = w1_enqueue ] && fill=0 || fill=$((SECONDS_PER_RUN * 9000))
+  echo "$workload, jobs/s (runs of $SECONDS_PER_RUN s):"
+  for r in $(seq 1 "$RUNS"); do
+    for variant in call expression three none; do
+      case $variant in
+        call) constraints "$CALL" ;; expression) constraints "$ONE" ;;
+        three) constraints "$THREE" ;; none) constraints "" ;;
+      esac
+      echo "  run $r  $variant: $(run $workload $fill 1)"
+    done
   done
 done
-constraints "$ONE"
+constraints "$CALL"
 
 echo "W2, jq_enqueue_batch of 100, jobs/s (runs of $SECONDS_PER_RUN s):"
 for r in $(seq 1 "$RUNS"); do

@@ -290,6 +290,18 @@ SET search_path TO pg_catalog, @extschema@, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'jq_setting_interval_ok_wrapper';
 
+-- The invariant of every job row, the CHECK constraint of jq_live_jobs below (src/api/lease.rs).
+CREATE  FUNCTION "jq_live_job_consistent"(
+	"status" jq_status, /* Status */
+	"max_attempts" INT, /* i32 */
+	"attempt_count" INT, /* i32 */
+	"leased" bool, /* bool */
+	"lease_ends" bool /* bool */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'jq_live_job_consistent_wrapper';
+
 
 CREATE FUNCTION "jq_table_changed"()
 	RETURNS TRIGGER
@@ -510,16 +522,11 @@ CREATE TABLE jq_live_jobs (
     -- What the worker last reported with jq_progress; kept across retries, so that a retried
     -- attempt can resume (README, "Progress and checkpoints").
     progress         jsonb,
-    -- What the table itself enforces, whatever code path changes a row: the attempt budget
-    -- (max_attempts at least 1, attempt_count within it), and a lease exactly while the job runs.
-    -- One constraint, not three: PostgreSQL reads and compiles every CHECK afresh for each
-    -- statement that writes the table, so each costs claims and completions something
-    -- (`bench/schema_cost.sh`; README, "Operations notes").
+    -- The invariant of every job row, whoever writes it: one call of a compiled function, as in
+    -- the install (sql/schema/constraints.sql says why).
     CONSTRAINT jq_live_jobs_consistent CHECK (
-        max_attempts >= 1
-        AND attempt_count BETWEEN 0 AND max_attempts
-        AND (status OPERATOR(pg_catalog.=) 'running') = (lease_owner IS NOT NULL)
-        AND (status OPERATOR(pg_catalog.=) 'running') = (lease_expires_at IS NOT NULL))
+        jq_live_job_consistent(status, max_attempts, attempt_count,
+                               lease_owner IS NOT NULL, lease_expires_at IS NOT NULL))
 );
 
 -- Seven indexes, each for the statements named (README, "Storage"):

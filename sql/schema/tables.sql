@@ -115,17 +115,10 @@ CREATE TABLE jq_live_jobs (
     expires_at       timestamptz,
     -- What the worker last reported with jq_progress; kept across retries, so that a retried
     -- attempt can resume (README, "Progress and checkpoints").
-    progress         jsonb,
-    -- What the table itself enforces, whatever code path changes a row: the attempt budget
-    -- (max_attempts at least 1, attempt_count within it), and a lease exactly while the job runs.
-    -- One constraint, not three: PostgreSQL reads and compiles every CHECK afresh for each
-    -- statement that writes the table, so each costs claims and completions something
-    -- (`bench/schema_cost.sh`; README, "Operations notes").
-    CONSTRAINT jq_live_jobs_consistent CHECK (
-        max_attempts >= 1
-        AND attempt_count BETWEEN 0 AND max_attempts
-        AND (status OPERATOR(pg_catalog.=) 'running') = (lease_owner IS NOT NULL)
-        AND (status OPERATOR(pg_catalog.=) 'running') = (lease_expires_at IS NOT NULL))
+    progress         jsonb
+    -- What the table itself enforces, whatever code path changes a row (the attempt budget, and a
+    -- lease exactly while the job runs), is the CHECK constraint jq_live_jobs_consistent, added in
+    -- constraints.sql once the function it calls exists.
 );
 
 -- Seven indexes, each for the statements named (README, "Storage"):

@@ -121,7 +121,7 @@ fn settings_object(settings: Option<Payload>, known: &[&str]) -> Payload {
 extension_sql_file!(
     "../../sql/schema/constraints.sql",
     name = "settings",
-    requires = [jq_setting_interval_ok, jq_table_changed]
+    requires = [jq_setting_interval_ok, jq_live_job_consistent, jq_table_changed]
 );
 
 /// Whether an interval setting adds what it says and stays in range: no part (months, days, time)

@@ -128,5 +128,24 @@ UPDATE jq_live_jobs SET lease_owner = 'w' WHERE id = :id;
 \echo :SQLSTATE
 UPDATE jq_live_jobs SET attempt_count = max_attempts + 1 WHERE id = :id;
 \echo :SQLSTATE
+UPDATE jq_live_jobs SET attempt_count = -1 WHERE id = :id;
+\echo :SQLSTATE
+UPDATE jq_live_jobs SET max_attempts = 0, attempt_count = 0 WHERE id = :id;
+\echo :SQLSTATE
+UPDATE jq_live_jobs SET lease_expires_at = now() WHERE id = :id;
+\echo :SQLSTATE
+-- Running: a lease of both parts, not one of them.
+UPDATE jq_live_jobs SET status = 'running' WHERE id = :id;
+\echo :SQLSTATE
+UPDATE jq_live_jobs SET status = 'running', lease_owner = 'w' WHERE id = :id;
+\echo :SQLSTATE
+UPDATE jq_live_jobs SET status = 'running', lease_expires_at = now() WHERE id = :id;
+\echo :SQLSTATE
 \set VERBOSITY default
 SELECT status, lease_owner, attempt_count FROM jq_jobs WHERE id = :id;
+-- What the constraint allows: a whole lease while running, none after; the budget's bounds.
+UPDATE jq_live_jobs SET status = 'running', lease_owner = 'w', lease_expires_at = now(),
+                        attempt_count = max_attempts WHERE id = :id;
+UPDATE jq_live_jobs SET status = 'dead', lease_owner = NULL, lease_expires_at = NULL,
+                        max_attempts = 1, attempt_count = 0 WHERE id = :id;
+SELECT status, lease_owner, attempt_count, max_attempts FROM jq_jobs WHERE id = :id;
