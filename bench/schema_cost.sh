@@ -6,6 +6,7 @@
 #   bench/systems/jobqueue/w3_claim_complete.sql) with the invariants checked by one call of
 #   jq_live_job_consistent (as installed), by the same rules written out as one CHECK expression,
 #   in the three constraints of 0.2.0, and with no constraint;
+#   one-row INSERTs in a PL/pgSQL loop, the statement cost alone, for the same variants;
 #   W2 (100 jobs per jq_enqueue_batch) without an arrival-order index (as installed) and with the
 #   one 0.2.0 had (jq_jobs_fifo), which the fairness check no longer needs.
 # Variants are made with ALTER TABLE / DROP INDEX on a scratch server, for measuring only.
@@ -59,6 +60,20 @@ run() {
   pgbench -n -M prepared -c 8 -j 2 -T "$SECONDS_PER_RUN" -D batch=100 -f "$SYSTEM/$script.sql" 2>/dev/null \
     | awk -v n="$jobs_per_tx" '/^tps/ { printf "%.0f", $3 * n }'
 }
+
+# The statement cost alone, one backend, no client: a PL/pgSQL loop of 100,000 one-row INSERTs
+# into the table, each a statement that reads and compiles the table's CHECK expressions again.
+echo "One-row INSERTs in a PL/pgSQL loop, microseconds each (100,000 per run):"
+for r in $(seq 1 "$RUNS"); do
+  for variant in call expression none; do
+    case $variant in call) constraints "$CALL" ;; expression) constraints "$ONE" ;; none) constraints "" ;; esac
+    psql -X -q -c "TRUNCATE jq_live_jobs, jq_job_history, jq_job_events" -c "CHECKPOINT"
+    ms=$(psql -X -q -c '\timing on' -c "DO \$\$ BEGIN FOR i IN 1..100000 LOOP
+        INSERT INTO jq_live_jobs (queue_id, payload, available_at, max_attempts, created_at)
+        VALUES (1, '{\"n\": 1}', now(), 3, now()); END LOOP; END \$\$" | awk '/^Time/ { print $2 }')
+    echo "  run $r  $variant: $(awk -v ms="$ms" 'BEGIN { printf "%.1f", ms * 1000 / 100000 }')"
+  done
+done
 
 for workload in w1_enqueue w3_claim_complete; do
   [ $workload = w1_enqueue ] && fill=0 || fill=$((SECONDS_PER_RUN * 9000))

@@ -18,7 +18,7 @@ ALTER TABLE jq_queues
 -- least 1, attempt_count within it, and a lease (owner and expiry) exactly while the job runs. One
 -- call of a compiled function, not the expression it computes: PostgreSQL reads and compiles a
 -- table's CHECK expressions afresh for each statement that writes the table, so the expression
--- written out cost every enqueue, claim and completion 6 to 7 µs, the call about 1 (src/api/lease.rs).
+-- written out cost every enqueue, claim and completion 6 to 7 µs, the call about 2 (src/api/lease.rs).
 ALTER TABLE jq_live_jobs
     ADD CONSTRAINT jq_live_jobs_consistent
     CHECK (jq_live_job_consistent(status, max_attempts, attempt_count,

@@ -256,9 +256,9 @@ fn jq_fail(
 /// it) and a lease exactly while the job runs. A function rather than the expression it computes:
 /// PostgreSQL reads and compiles a table's CHECK expressions afresh for every statement that writes
 /// it, and the expression, written out, cost each enqueue, claim and completion 6 to 7 µs where this
-/// call costs about 1 (README, "Operations notes"). Its path is not pinned, unlike every other
+/// call costs about 2 (README, "Operations notes"). Its path is not pinned, unlike every other
 /// function's: it runs no statement and looks up no name (the label by its oid only), so a path
-/// would guard nothing, and switching to one costs each row written 2 µs more.
+/// would guard nothing, and the switch to it would be paid for every row written.
 #[pg_extern(immutable, parallel_safe, strict)]
 fn jq_live_job_consistent(
     status: Status,
