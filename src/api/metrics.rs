@@ -9,6 +9,7 @@ use pgrx::spi;
 
 use crate::db;
 use crate::shared::counters::{self, Counter, LatencySnapshot, QueueSnapshot};
+use crate::shared::front;
 use crate::shared::histogram::{bucket_upper, BUCKETS};
 use crate::shared::queue_key::{self, Table};
 use crate::shared::served::Pass;
@@ -102,7 +103,8 @@ fn jq_stats_reset() {
 
 /// Every figure an operator alerts on, as Prometheus text exposition (format 0.0.4), so that a
 /// scraper reads it with one query. The gauges come from jq_queue_stats and jq_queue_health (so
-/// this reads only what a pg_monitor member may read); counters and histograms from shared memory.
+/// this reads only what a pg_monitor member may read); counters, histograms and the refusals of the
+/// shared-memory tables from shared memory (without preload, the claim fronts' segment).
 // Restricted: it runs SPI queries, which belong in the leader.
 #[pg_extern(volatile, parallel_restricted)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
@@ -145,18 +147,29 @@ fn counter_families(out: &mut String) {
                 unix_seconds(q.counted_since)
             );
         }
+    }
+    // Preloaded, every shared-memory table; without preload only the claim fronts, which live in
+    // a segment of their own then (README, "Preload, or not").
+    let tables: &[Table] = if crate::guc::preloaded() {
+        &Table::ALL
+    } else if front::in_shared_memory() {
+        &[Table::ClaimFronts]
+    } else {
+        &[]
+    };
+    if !tables.is_empty() {
         header(
             out,
             "jq_shared_slots_refused_total",
             "counter",
             "Queues of this database that found no entry of their own in a shared-memory table, once per session and queue: counters (counted under queue \"*\"), claim_fronts (claims walk from the queue's start), listeners (a LISTEN past the session's limit, which switches no NOTIFY on).",
         );
-        for table in Table::ALL {
+        for table in tables {
             let _ = writeln!(
                 out,
                 "jq_shared_slots_refused_total{{table=\"{}\"}} {}",
                 table.label(),
-                queue_key::refusals(table)
+                queue_key::refusals(*table)
             );
         }
     }

@@ -414,6 +414,12 @@ fn available() -> bool {
     })
 }
 
+/// Whether the claim fronts are in shared memory, for their refusals in `jq_metrics()`: attaches
+/// their segment without preload as a claim would (making it, if no backend has yet).
+pub fn in_shared_memory() -> bool {
+    available()
+}
+
 /// What a segment made by another build must match to be shared: the sizes of both parts, and a
 /// version to raise when a field's meaning changes without its size.
 fn layout() -> u64 {

@@ -395,3 +395,16 @@ fn a_job_made_to_starve_outside_the_functions_is_claimed_first_within_a_second()
         println!("claimed first {:.3} s after it started to starve", started.elapsed().as_secs_f64());
     });
 }
+
+/// `jq_metrics()` reports the queues that found no claim front (README, "Operating"), preloaded
+/// or not: without preload the fronts are in a segment of their own, and the line was missing.
+#[test]
+fn the_metrics_report_refused_claim_fronts_with_or_without_preload() {
+    on_both(|settings| {
+        let cluster = Cluster::start_with(settings);
+        let mut client = cluster.connect();
+        client.batch_execute("SELECT jq_enqueue('q', '{}'); SELECT count(*) FROM jq_claim('q', 'w')").unwrap();
+        let metrics: String = client.query_one("SELECT jq_metrics()", &[]).unwrap().get(0);
+        assert!(metrics.contains("\njq_shared_slots_refused_total{table=\"claim_fronts\"} 0\n"), "{metrics}");
+    });
+}
