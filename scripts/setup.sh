@@ -5,18 +5,25 @@
 #   scripts/setup.sh build   what building and installing needs (make install, make package)
 #   scripts/setup.sh test    that, and what the tests, the demo and the benchmarks use (the default)
 # Every make target calls this; on a machine that has everything it takes a second or two.
+# PostgreSQL 15 comes from Debian's packages; PostgreSQL 18, which Debian 12 does not package, is
+# built once per machine from Debian's source package (build_postgresql_18) for `build` and `test`.
 set -euo pipefail
 
 PG_MAJOR=15
 PG_CONFIG=/usr/lib/postgresql/$PG_MAJOR/bin/pg_config
+# Laid out as Debian's postgresql-18 package lays it out (programs and libraries under
+# /usr/lib/postgresql/18, shared files in /usr/share/postgresql/18), so that every script finds a
+# version's programs in one place and the package built for 18 installs where Debian's server looks.
+PG18=/usr/lib/postgresql/18
+PG18_BUILD_CACHE=/var/cache/pg_jobqueue/pg18-build
 PGRX_VERSION=0.18.1
 purpose=${1:-test}
-BUILD_PACKAGES=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libclang-dev clang pkg-config sudo)
+BUILD_PACKAGES=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libclang-dev clang pkg-config sudo
+                dpkg-dev gcc make bison flex libreadline-dev zlib1g-dev libicu-dev)  # and PostgreSQL 18's build
 TEST_PACKAGES=(postgresql-$PG_MAJOR-cron  # pg_cron, for reaping through it
                curl python3  # curl and python3: make bench
                python3-psycopg pgbouncer python3-prometheus-client  # the Python worker example, the PgBouncer test, the metrics parser
-               postgresql-$PG_MAJOR-plproxy  # the router of queues over several servers (README, "Scaling out")
-               dpkg-dev gcc)  # apt-get source and a C compiler: PostgreSQL's regression suite (fetch_regress_suite)
+               postgresql-$PG_MAJOR-plproxy)  # the router of queues over several servers (README, "Scaling out")
 case "$purpose" in
   run) DEB_PACKAGES=(postgresql-$PG_MAJOR postgresql-$PG_MAJOR-plproxy) ;;
   build) DEB_PACKAGES=("${BUILD_PACKAGES[@]}") ;;
@@ -53,11 +60,17 @@ install_cargo_pgrx() {
   cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
 }
 
+# cargo pgrx init against 15, and 18 once it is built: pgrx keeps one list of versions, so each
+# init names every version the machine has.
 init_pgrx() {
   local config="${PGRX_HOME:-$HOME/.pgrx}/config.toml"
-  if [ -f "$config" ] && grep -q "pg$PG_MAJOR = \"$PG_CONFIG\"" "$config"; then return; fi
-  log "cargo pgrx init against the system PostgreSQL $PG_MAJOR"
-  cargo pgrx init --pg$PG_MAJOR "$PG_CONFIG"
+  local versions=(--pg$PG_MAJOR "$PG_CONFIG") missing=0
+  [ -f "$PG18/READY" ] && versions+=(--pg18 "$PG18/bin/pg_config")
+  grep -q "pg$PG_MAJOR = \"$PG_CONFIG\"" "$config" 2>/dev/null || missing=1
+  if [ -f "$PG18/READY" ]; then grep -q "pg18 = \"$PG18/bin/pg_config\"" "$config" 2>/dev/null || missing=1; fi
+  [ "$missing" = 0 ] && return
+  log "cargo pgrx init against PostgreSQL ${versions[*]}"
+  cargo pgrx init "${versions[@]}"
 }
 
 # The lint layer of `make test` runs rustfmt and clippy: components of the toolchain, which a
@@ -71,64 +84,106 @@ install_lint_tools() {
 # The pgsuite layer of `make test` (scripts/pgsuite.sh) runs PostgreSQL's own regression suite
 # against a server with the library preloaded. The suite (src/test/regress) and the three C modules
 # it loads (regress.so, and refint.so and autoinc.so of contrib/spi) are not in any binary package:
-# they come from Debian's source package, fetched and built once per machine into PG_SOURCE_CACHE,
-# outside the repository so that `cargo clean` keeps them. Only those two directories are unpacked,
-# and only the three files are compiled, with the server's own flags (pgxs): no configure.
-PG_SOURCE_CACHE=/var/cache/pg_jobqueue/pg$PG_MAJOR-regress
+# they come from Debian's source package of the version, fetched and built once per machine into
+# /var/cache/pg_jobqueue/pg<version>-regress, outside the repository so that `cargo clean` keeps
+# them. Only those two directories are unpacked, and only the three files are compiled, with the
+# server's own flags (pgxs): no configure.
 PG_SOURCE_LIST=/etc/apt/sources.list.d/pg_jobqueue-src.sources
-fetch_regress_suite() {
-  [ -f "$PG_SOURCE_CACHE/READY" ] && return
-  log "fetching and building PostgreSQL $PG_MAJOR's regression suite (once per machine)"
-  if [ ! -f "$PG_SOURCE_LIST" ]; then
-    # The archive and keyring of /etc/apt/sources.list.d/debian.sources. bookworm alone: the
-    # server may be bookworm-security's newer minor version, but that suite's pool did not serve
-    # its source here. A suite a minor version off the server fails a few tests of its own on
-    # every server alike, which the comparison of the two runs does not count.
-    as_root tee "$PG_SOURCE_LIST" >/dev/null <<'EOF'
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
-    as_root apt-get update -qq
-  fi
-  local download=$PG_SOURCE_CACHE/download
+
+# Source packages, from the archive and keyring of /etc/apt/sources.list.d/debian.sources:
+# bookworm's for PostgreSQL 15's regression suite, sid's for PostgreSQL 18 (no other suite here has
+# it). Only deb-src entries: no binary package comes from sid.
+source_list() {
+  grep -q '^Suites: bookworm sid$' "$PG_SOURCE_LIST" 2>/dev/null && return
+  printf '%s\n' 'Types: deb-src' 'URIs: http://deb.debian.org/debian' 'Suites: bookworm sid' 'Components: main' \
+    'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' | as_root tee "$PG_SOURCE_LIST" >/dev/null
+  as_root apt-get update -qq
+}
+
+# Downloads a source package's files into a directory, once: fetch_source PACKAGE/SUITE DIR.
+fetch_source() {
+  local package=$1 download=$2
   as_root mkdir -p "$download"
-  if ! ls "$download"/postgresql-"$PG_MAJOR"_*.orig.tar.bz2 >/dev/null 2>&1; then
-    # As root apt warns that its sandbox user cannot write here; root downloading is what we want.
-    # A list written by an interrupted setup may not have been read by apt yet: update once, retry.
-    (cd "$download" && { as_root apt-get source --download-only -qq \
-        -o APT::Sandbox::User=root "postgresql-$PG_MAJOR/bookworm" ||
-      { as_root apt-get update -qq && as_root apt-get source --download-only -qq \
-        -o APT::Sandbox::User=root "postgresql-$PG_MAJOR/bookworm"; }; })
-  fi
+  ls "$download/${package%%/*}"_*.orig.tar.* >/dev/null 2>&1 && return
+  # As root apt warns that its sandbox user cannot write here; root downloading is what we want.
+  # A list written by an interrupted setup may not have been read by apt yet: update once, retry.
+  (cd "$download" && { as_root apt-get source --download-only -qq -o APT::Sandbox::User=root "$package" ||
+    { as_root apt-get update -qq &&
+      as_root apt-get source --download-only -qq -o APT::Sandbox::User=root "$package"; }; })
+}
+
+# fetch_regress_suite VERSION SOURCE_PACKAGE/SUITE
+fetch_regress_suite() {
+  local version=$1 package=$2
+  local cache=/var/cache/pg_jobqueue/pg$version-regress
+  [ -f "$cache/READY" ] && return
+  log "fetching and building PostgreSQL $version's regression suite (once per machine)"
+  source_list
+  local download=$cache/download
+  [ "$version" = 18 ] && download=$PG18_BUILD_CACHE/download   # the tarball the server was built from
+  fetch_source "$package" "$download"
   local tarball top
-  tarball=$(ls "$download"/postgresql-"$PG_MAJOR"_*.orig.tar.bz2 | tail -n 1)
-  top=$(basename "$tarball" .orig.tar.bz2 | sed "s/^postgresql-${PG_MAJOR}_/postgresql-/")
-  as_root rm -rf "$PG_SOURCE_CACHE/tree" "$PG_SOURCE_CACHE/lib"
-  as_root mkdir -p "$PG_SOURCE_CACHE/tree" "$PG_SOURCE_CACHE/lib"
-  as_root tar -xjf "$tarball" -C "$PG_SOURCE_CACHE/tree" --strip-components=1 \
+  tarball=$(ls "$download"/postgresql-"$version"_*.orig.tar.bz2 | tail -n 1)
+  top=$(basename "$tarball" .orig.tar.bz2 | sed "s/^postgresql-${version}_/postgresql-/")
+  as_root rm -rf "$cache/tree" "$cache/lib"
+  as_root mkdir -p "$cache/tree" "$cache/lib"
+  as_root tar -xjf "$tarball" -C "$cache/tree" --strip-components=1 \
       "$top/src/test/regress" "$top/contrib/spi"
   local build
   build=$(mktemp -d)
-  cp "$PG_SOURCE_CACHE/tree/src/test/regress/regress.c" "$PG_SOURCE_CACHE/tree/contrib/spi/refint.c" \
-     "$PG_SOURCE_CACHE/tree/contrib/spi/autoinc.c" "$build/"
+  cp "$cache/tree/src/test/regress/regress.c" "$cache/tree/contrib/spi/refint.c" \
+     "$cache/tree/contrib/spi/autoinc.c" "$build/"
   # REFINT_VERBOSE: refint's NOTICEs, which the triggers test expects (as contrib/spi/Makefile says).
   printf 'MODULES = regress refint autoinc\nPG_CPPFLAGS = -DREFINT_VERBOSE\nPG_CONFIG = %s\nPGXS := $(shell $(PG_CONFIG) --pgxs)\ninclude $(PGXS)\n' \
-    "$PG_CONFIG" > "$build/Makefile"
+    "/usr/lib/postgresql/$version/bin/pg_config" > "$build/Makefile"
   # with_llvm=no: no JIT bitcode, which only the server's own inlining of its functions would use.
   make -s -C "$build" with_llvm=no >/dev/null
-  as_root cp "$build/regress.so" "$build/refint.so" "$build/autoinc.so" "$PG_SOURCE_CACHE/lib/"
+  as_root cp "$build/regress.so" "$build/refint.so" "$build/autoinc.so" "$cache/lib/"
   rm -rf "$build"
   # The servers of the suite run as `postgres`: they read the data files and load the modules.
-  as_root chmod -R a+rX "$PG_SOURCE_CACHE"
-  basename "$tarball" | as_root tee "$PG_SOURCE_CACHE/READY" >/dev/null
+  as_root chmod -R a+rX "$cache"
+  basename "$tarball" | as_root tee "$cache/READY" >/dev/null
+}
+
+# PostgreSQL 18 from the upstream tarball of Debian's source package, into $PG18 (several minutes
+# on two cores, once per machine): the server and its programs, the contrib modules, pg_regress
+# (installed with pgxs) and the isolation tester, which Debian's packages put in pgxs too.
+build_postgresql_18() {
+  [ -f "$PG18/READY" ] && return
+  log "building PostgreSQL 18 from Debian's source package into $PG18 (once per machine, several minutes)"
+  source_list
+  fetch_source postgresql-18/sid "$PG18_BUILD_CACHE/download"
+  local tarball tree build_log
+  tarball=$(ls "$PG18_BUILD_CACHE"/download/postgresql-18_*.orig.tar.* | tail -n 1)
+  tree=$(mktemp -d)
+  build_log=$tree/build.log
+  tar -xf "$tarball" -C "$tree" --strip-components=1
+  # As Debian configures its server, in what the tests see: ICU, readline, zlib.
+  if ! (cd "$tree" && ./configure --prefix="$PG18" --datadir=/usr/share/postgresql/18 \
+          --with-icu --with-readline --with-zlib &&
+        make -j"$(nproc)" world-bin && make -C src/test/isolation) >"$build_log" 2>&1; then
+    tail -n 40 "$build_log" >&2
+    log "building PostgreSQL 18 failed; the log above is the end of $build_log"
+    exit 1
+  fi
+  (cd "$tree" && as_root make -s install-world-bin >/dev/null)
+  as_root install -d "$PG18/lib/pgxs/src/test/isolation"
+  as_root install -m 755 "$tree/src/test/isolation/isolationtester" \
+    "$tree/src/test/isolation/pg_isolation_regress" "$PG18/lib/pgxs/src/test/isolation/"
+  rm -rf "$tree"
+  basename "$tarball" | as_root tee "$PG18/READY" >/dev/null
 }
 
 install_packages
 [ "$purpose" = run ] && exit 0
+# The tests run on both versions; building or running on 18 (PG=18) needs it too.
+if [ "$purpose" = test ] || [ "${PG:-15}" = 18 ]; then build_postgresql_18; fi
 [ "$purpose" = test ] && install_lint_tools
-[ "$purpose" = test ] && fetch_regress_suite
+# bookworm's source of 15, not bookworm-security's: the server may be that suite's newer minor
+# version, but its pool did not serve the source here. A suite a minor version off the server fails
+# a few tests of its own on every server alike, which the comparison of the two runs does not count.
+[ "$purpose" = test ] && fetch_regress_suite "$PG_MAJOR" "postgresql-$PG_MAJOR/bookworm"
+[ "$purpose" = test ] && fetch_regress_suite 18 postgresql-18/sid
 install_cargo_pgrx
 init_pgrx
+exit 0
