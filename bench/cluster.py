@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "bench" / "systems" / "jobqueue"
-BIN = "/usr/lib/postgresql/15/bin"
+BIN = f"/usr/lib/postgresql/{os.environ.get('PG', '15')}/bin"  # scripts/pgversion.sh's PG
 CLIENTS = 8
 NODES = 3
 # bench/run.py's configuration, with less shared memory each: four servers share this machine.

@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
-# Where the server's CPU goes per W3 job (claim, then complete, one transaction each), pg_jobqueue
-# against the classic SKIP LOCKED queue, on one scratch server: release build, preloaded, 8 clients,
-# `bench/systems/*/w3_claim_complete.sql`. Each system runs under `perf record -a` with DWARF call
-# graphs; the table gives CPU microseconds per job, in total and in the parts of PostgreSQL where
-# the two differ (a part's time includes what it calls, so the parts overlap), then the WAL each
-# wrote per job by record type (pg_waldump --stats).
-#   bench/profile.sh [seconds per system] [synchronous_commit]
+# Where the server's CPU goes per job, pg_jobqueue against the classic SKIP LOCKED queue, on one
+# scratch server: release build, preloaded, 8 clients, W3 (`bench/systems/*/w3_claim_complete.sql`:
+# claim, then complete, one transaction each) or W1 (`w1_enqueue.sql`: one enqueue per transaction).
+# Each system runs under `perf record -a` with DWARF call graphs; the table gives CPU microseconds
+# per job, in total and in the parts of PostgreSQL where the two differ (a part's time includes what
+# it calls, so the parts overlap), then the WAL each wrote per job by record type (pg_waldump --stats).
+#   bench/profile.sh [seconds per system] [synchronous_commit] [w3|w1]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unset RUST_BACKTRACE
 
 SECONDS_PER_RUN=${1:-8}
 SYNC=${2:-on}
+WORKLOAD=${3:-w3}
+case $WORKLOAD in
+  w3) SCRIPT=w3_claim_complete.sql FILL=$((SECONDS_PER_RUN * 12000)) ;;
+  w1) SCRIPT=w1_enqueue.sql FILL=0 ;;
+  *) echo "workload: w3 or w1, not $WORKLOAD" >&2; exit 2 ;;
+esac
 FREQ=299
 DIR=${TMPDIR:-/tmp}/pg_jobqueue-bench-profile
 PORT=${BENCH_PORT:-55497}
-BIN=/usr/lib/postgresql/15/bin
+. scripts/pgversion.sh
+BIN=$PG_BIN
+export PATH="$BIN:$PATH"   # its psql and pgbench
 as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 export PGHOST=127.0.0.1 PGPORT=$PORT PGUSER=postgres PGDATABASE=postgres
 work=$(mktemp -d)
@@ -29,7 +37,6 @@ fi
 scripts/pg.sh stop "$DIR"
 scripts/pg.sh start "$DIR" "$PORT" "shared_buffers = 1GB" "max_wal_size = 8GB" "checkpoint_timeout = 30min" \
   "jit = off" "synchronous_commit = $SYNC" "shared_preload_libraries = 'pg_jobqueue'"
-FILL=$((SECONDS_PER_RUN * 12000))
 for system in baseline jobqueue; do
   psql -X -q -c "CREATE DATABASE $system"
   PGDATABASE=$system psql -X -q -v ON_ERROR_STOP=1 -v fill=$FILL \
@@ -52,6 +59,7 @@ PARTS=(
   "function search_path|ProcessGUCArray AtEOXact_GUC"
   "jq_claim|jq_claim_wait_wrapper"
   "jq_complete|jq_complete_job_wrapper"
+  "jq_enqueue|jq_enqueue_job_wrapper"
 )
 
 declare -A micros jobs
@@ -59,7 +67,7 @@ for system in baseline jobqueue; do
   PGDATABASE=$system psql -X -q -c "VACUUM ANALYZE" -c "CHECKPOINT"
   from=$(psql -X -A -t -c "SELECT pg_current_wal_insert_lsn()")
   perf record -a --call-graph dwarf,16384 -F $FREQ -o "$work/$system.data" -- \
-    pgbench -n -M prepared -c 8 -j 2 -T "$SECONDS_PER_RUN" -f "bench/systems/$system/w3_claim_complete.sql" "$system" \
+    pgbench -n -M prepared -c 8 -j 2 -T "$SECONDS_PER_RUN" -f "bench/systems/$system/$SCRIPT" "$system" \
     > "$work/$system.pgbench" 2>/dev/null
   jobs[$system]=$(awk '/actually processed/ { split($0, a, ": "); print a[2] + 0 }' "$work/$system.pgbench")
   to=$(psql -X -A -t -c "SELECT pg_current_wal_insert_lsn()")
@@ -88,7 +96,7 @@ for system in baseline jobqueue; do
 done
 
 echo
-echo "CPU microseconds per W3 job, synchronous_commit = $SYNC, $SECONDS_PER_RUN s each, 8 clients:"
+echo "CPU microseconds per ${WORKLOAD^^} job, synchronous_commit = $SYNC, $SECONDS_PER_RUN s each, 8 clients:"
 printf '  %-26s %10s %10s %10s\n' part baseline jobqueue difference
 labels=(server)
 for part in "${PARTS[@]}"; do labels+=("${part%%|*}"); done
@@ -99,7 +107,7 @@ for key in "${labels[@]}"; do
 done
 
 echo
-echo "WAL bytes per W3 job by record type (with full-page images), where either system writes 10 or more:"
+echo "WAL bytes per ${WORKLOAD^^} job by record type (with full-page images), where either system writes 10 or more:"
 printf '  %-26s %10s %10s %10s\n' record baseline jobqueue difference
 sort -u <(cut -d' ' -f1 "$work/baseline.wal") <(cut -d' ' -f1 "$work/jobqueue.wal") | while read -r record; do
   b=$(awk -v r="$record" '$1 == r { print $2 }' "$work/baseline.wal"); j=$(awk -v r="$record" '$1 == r { print $2 }' "$work/jobqueue.wal")

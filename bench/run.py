@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Side-by-side queue benchmark: pg_jobqueue, the classic SKIP LOCKED queue ("baseline") and pgmq.
 
-One throwaway PostgreSQL 15 cluster, one database per system, the same pgbench client for all of them.
+One throwaway PostgreSQL cluster (15, or the version PG names: `make bench PG=18`), one database per system, the same pgbench client for all of them.
 Each system's SQL lives in bench/systems/<system>/; see bench/README.md for the method.
 
     bench/run.py                 the full run: 3 runs of 10 s per workload, median
@@ -20,6 +20,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# The server version (scripts/pgversion.sh's PG): its psql, pgbench and pg_config come first.
+PG = os.environ.get("PG", "15")
+os.environ["PATH"] = f"/usr/lib/postgresql/{PG}/bin:" + os.environ["PATH"]
 SYSTEMS_DIR = ROOT / "bench" / "systems"
 SYSTEMS = ["jobqueue", "baseline", "pgmq"]
 # pg_jobqueue again with one setting changed, in a database of its own, for the workloads where it

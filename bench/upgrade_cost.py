@@ -47,7 +47,7 @@ from pathlib import Path
 import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
-BIN = "/usr/lib/postgresql/15/bin"
+BIN = f"/usr/lib/postgresql/{os.environ.get('PG', '15')}/bin"  # scripts/pgversion.sh's PG
 DATABASE = "upgrade"
 # bench/run.py's server, preloaded, with pg_stat_statements counting the statements of the update
 # script one by one.

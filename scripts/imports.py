@@ -30,7 +30,7 @@ FLOORS = [
     (3, ["shared"]),
     (2, ["rights", "input", "error"]),
     (1, ["db"]),
-    (0, ["guc", "cron", "testing"]),
+    (0, ["guc", "cron", "testing", "version"]),
 ]
 
 

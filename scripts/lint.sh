@@ -14,6 +14,9 @@ cargo fmt --all -- --check || fail "the tree is not formatted: run cargo fmt --a
 echo "== lint: clippy (warnings denied)"
 # --all-targets includes the #[pg_test] modules and the harness tests.
 cargo clippy --workspace --all-targets --features pg_test -- -D warnings || fail "clippy found warnings"
+# The extension again as built for 18: src/version.rs's other branch.
+cargo clippy -p pg_jobqueue --all-targets --no-default-features --features pg18,pg_test -- -D warnings ||
+  fail "clippy found warnings in the build for PostgreSQL 18"
 
 # The code of a file without its #[pg_test] module (everything before the module's cfg line) and
 # without comment lines.

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Builds the Debian packages of pg_jobqueue into target/debian (README, "Install"):
-#   postgresql-15-pg-jobqueue   the extension: the library, the control file, the install script of
-#                               every released version and every upgrade script, and the router
-#                               extension (which needs postgresql-15-plproxy, suggested)
+#   postgresql-PG-pg-jobqueue   the extension, for the PostgreSQL version PG names (15 unless set;
+#                               scripts/pgversion.sh): the library, the control file, the install
+#                               script of every released version and every upgrade script, and the
+#                               router extension (which needs postgresql-PG-plproxy, suggested)
 #   pg-jobqueue-worker          jq-worker, in /usr/bin
 # versioned from Cargo.toml. Both are built with the optimized profile. dpkg installs each file
 # beside the old one and renames it over, so installing on a running server is safe; the new
 # library is used after a restart (or, without preload, by new sessions).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/pgversion.sh
 
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
 arch=$(dpkg --print-architecture)
@@ -41,21 +43,21 @@ build_deb() {
 
 log "building the extension (optimized)"
 stage=$(scripts/stage.sh release)
-extension=$work/postgresql-15-pg-jobqueue
+extension=$work/postgresql-$PG-pg-jobqueue
 mkdir -p "$extension/DEBIAN"
 cp -a "$stage/." "$extension/"
 find "$extension" -type d -exec chmod 755 {} +
 find "$extension/usr/share" -type f -exec chmod 644 {} +
-chmod 755 "$extension"/usr/lib/postgresql/15/lib/*.so
-mkdir -p "$extension/usr/share/doc/postgresql-15-pg-jobqueue"
-install -m 644 README.md CHANGELOG.md "$extension/usr/share/doc/postgresql-15-pg-jobqueue/"
+chmod 755 "$extension"/usr/lib/postgresql/$PG/lib/*.so
+mkdir -p "$extension/usr/share/doc/postgresql-$PG-pg-jobqueue"
+install -m 644 README.md CHANGELOG.md "$extension/usr/share/doc/postgresql-$PG-pg-jobqueue/"
 {
-  echo "Package: postgresql-15-pg-jobqueue"
+  echo "Package: postgresql-$PG-pg-jobqueue"
   common_fields
-  echo "Depends: postgresql-15, libc6 (>= 2.36), libgcc-s1"
-  echo "Suggests: postgresql-15-plproxy, postgresql-15-cron, pg-jobqueue-worker"
+  echo "Depends: postgresql-$PG, libc6 (>= 2.36), libgcc-s1"
+  echo "Suggests: postgresql-$PG-plproxy, postgresql-$PG-cron, pg-jobqueue-worker"
+  echo "Description: reliable job queue inside PostgreSQL $PG"
   cat <<'DESCRIPTION'
-Description: reliable job queue inside PostgreSQL 15
  pg_jobqueue is a PostgreSQL extension that puts a job queue inside the
  database, as SQL functions: enqueue, claim with a lease and a fencing token,
  heartbeat, complete, fail with retries and backoff, dead jobs kept and
@@ -78,7 +80,7 @@ mkdir -p "$worker/DEBIAN"
   echo "Package: pg-jobqueue-worker"
   common_fields
   echo "Depends: libc6 (>= 2.36), libgcc-s1"
-  echo "Suggests: postgresql-15-pg-jobqueue"
+  echo "Suggests: postgresql-15-pg-jobqueue | postgresql-18-pg-jobqueue"
   cat <<'DESCRIPTION'
 Description: runs a command for each job of a pg_jobqueue queue
  jq-worker claims jobs of one queue of pg_jobqueue, runs a command per job with

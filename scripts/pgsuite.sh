@@ -20,9 +20,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 unset RUST_BACKTRACE   # it would put Rust backtraces into error DETAIL lines
 
-BIN=/usr/lib/postgresql/15/bin
-PG_REGRESS=/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress
-SUITE=/var/cache/pg_jobqueue/pg15-regress
+. scripts/pgversion.sh
+BIN=$PG_BIN
+PG_REGRESS=$PG_PGXS/src/test/regress/pg_regress
+SUITE=/var/cache/pg_jobqueue/pg$PG-regress
 if [ ! -f "$SUITE/READY" ]; then
   echo "PostgreSQL's regression suite is not in $SUITE: run scripts/setup.sh test" >&2
   exit 2

@@ -5,11 +5,16 @@
 # library preloaded and with it: scripts/pgsuite.sh), `isolation` (PostgreSQL's isolation tester), `integration`
 # (several connections to real throwaway servers), `cluster` (the part of `integration` with
 # several servers: failover to a streaming standby, and the router over three servers), `package` (the Debian packages, installed with
-# dpkg and removed again), `readme` (every SQL example of README.md, with its output), or `all`.
-# Expects the extension to be installed.
+# dpkg and removed again), `readme` (every SQL example of README.md, with its output), `all`, or
+# `core`: unit, regress, isolation, readme, the fault suite and `pg_upgrade` (a 15 cluster
+# upgraded to 18): what `make test` runs on 18 after every layer on 15 (DEVELOPMENT.md, "Server
+# versions").
+# Against the PostgreSQL version PG names (15 unless set; scripts/pgversion.sh). Expects the
+# extension to be installed for it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unset RUST_BACKTRACE   # it would put backtraces into error DETAIL lines
+. scripts/pgversion.sh
 
 layer=${1:-all}
 started=$SECONDS
@@ -32,19 +37,24 @@ unit() {
     # PostgreSQL will not run as root: the test server runs as `postgres`, in a directory it owns.
     local parent=${TMPDIR:-/tmp}/pg_jobqueue-pgrx-test
     rm -rf "$parent"; mkdir -p "$parent"; chown postgres: "$parent"
-    cargo pgrx test pg15 --runas postgres --pgdata "$parent/data" 2>&1 | tee -a "$log"
+    cargo pgrx test "pg$PG" --runas postgres --pgdata "$parent/data" 2>&1 | tee -a "$log"
   else
-    cargo pgrx test pg15 2>&1 | tee -a "$log"
+    cargo pgrx test "pg$PG" 2>&1 | tee -a "$log"
   fi
   install_plain
 }
+
+# The verdicts pg_regress and pg_isolation_regress print, one line per test: 15 prints
+# "test NAME ... ok" (or FAILED), 16 and later "ok N - NAME" (or "not ok N - NAME").
+passed_in() { grep -cE '^test .* \.\.\. ok|^ok [0-9]+ ' "$1" || true; }
+failed_in() { grep -cE '^test .* \.\.\. FAILED|^not ok [0-9]+ ' "$1" || true; }
 
 # PostgreSQL's pg_regress: each file of tests/pg_regress/sql runs in psql, and its output must match
 # tests/pg_regress/expected exactly, on a temporary server that pg_regress starts itself. The files
 # show every bad-input case and SQLSTATE of the README's function sections as a reader sees them.
 regress() {
   echo "== regression tests (pg_regress)"
-  local pgxs=/usr/lib/postgresql/15/lib/pgxs/src/test/regress
+  local pgxs=$PG_PGXS/src/test/regress
   # The schedule fixes the order (setup, which creates the extension, first); a file it does not
   # list would never run, so such a file fails the layer.
   # utility_errors runs on its own, twice (below).
@@ -67,7 +77,7 @@ regress() {
   local status=0
   # --no-locale and UTF8: messages in English and the same encoding, whatever the caller's locale.
   (cd "$work" && "${run[@]}" "$pgxs/pg_regress" --temp-instance="$work/instance" \
-      --bindir=/usr/lib/postgresql/15/bin --inputdir="$work" --outputdir="$work" \
+      --bindir="$PG_BIN" --inputdir="$work" --outputdir="$work" \
       --no-locale --encoding=UTF8 --schedule="$work/schedule") 2>&1 | tee "$work/summary" || status=$?
   [ -f "$work/regression.diffs" ] && cat "$work/regression.diffs"
   # Utility errors must be the server's own, field for field, whether the library is preloaded or
@@ -81,15 +91,15 @@ regress() {
     [ "$config" = preload ] && extra=(--temp-config="$work/preload.conf")
     rm -rf "$work/instance"
     (cd "$work" && "${run[@]}" "$pgxs/pg_regress" --temp-instance="$work/instance" "${extra[@]}" \
-        --bindir=/usr/lib/postgresql/15/bin --inputdir="$work" --outputdir="$work/$config" \
+        --bindir="$PG_BIN" --inputdir="$work" --outputdir="$work/$config" \
         --no-locale --encoding=UTF8 utility_errors) 2>&1 | sed "s/utility_errors/utility_errors ($config)/" \
         | tee -a "$work/summary" || status=$?
     [ -f "$work/$config/regression.diffs" ] && cat "$work/$config/regression.diffs"
   done
-  # pg_regress prints ok/FAILED per file; count them for the closing line.
+  # pg_regress prints a verdict per file; count them for the closing line.
   local passed failed
-  passed=$(grep -cE '^test .* \.\.\. ok' "$work/summary" || true)
-  failed=$(grep -cE '^test .* \.\.\. FAILED' "$work/summary" || true)
+  passed=$(passed_in "$work/summary")
+  failed=$(failed_in "$work/summary")
   echo "test result: regress. $passed passed; $failed failed" >> "$log"
   if [ "$status" -ne 0 ]; then
     echo "regression tests failed; outputs kept in $work" >&2
@@ -110,7 +120,7 @@ pgsuite() {
 # (tests/isolation), on a temporary server that pg_isolation_regress starts itself.
 isolation() {
   echo "== isolation tests (pg_isolation_regress)"
-  local pgxs=/usr/lib/postgresql/15/lib/pgxs/src/test/isolation
+  local pgxs=$PG_PGXS/src/test/isolation
   local work
   work=$(mktemp -d "${TMPDIR:-/tmp}/pg_jobqueue-isolation.XXXXXX")
   cp -r tests/isolation/specs tests/isolation/expected "$work/"
@@ -120,13 +130,13 @@ isolation() {
   if [ "$(id -u)" -eq 0 ]; then chown -R postgres: "$work"; run=(runuser -u postgres --); fi
   local status=0
   (cd "$work" && "${run[@]}" "$pgxs/pg_isolation_regress" --temp-instance="$work/instance" \
-      --bindir=/usr/lib/postgresql/15/bin --inputdir="$work" --outputdir="$work" \
+      --bindir="$PG_BIN" --inputdir="$work" --outputdir="$work" \
       --load-extension=pg_jobqueue $specs) 2>&1 | tee "$work/summary" || status=$?
   [ -f "$work/regression.diffs" ] && cat "$work/regression.diffs"
-  # pg_isolation_regress prints ok/FAILED per spec; count them for the closing line.
+  # pg_isolation_regress prints a verdict per spec; count them for the closing line.
   local passed failed
-  passed=$(grep -cE '^test .* \.\.\. ok' "$work/summary" || true)
-  failed=$(grep -cE '^test .* \.\.\. FAILED' "$work/summary" || true)
+  passed=$(passed_in "$work/summary")
+  failed=$(failed_in "$work/summary")
   echo "test result: isolation. $passed passed; $failed failed" >> "$log"
   if [ "$status" -ne 0 ]; then
     echo "isolation tests failed; outputs kept in $work" >&2
@@ -135,16 +145,57 @@ isolation() {
   rm -rf "$work"
 }
 
+# Whether the server version under test has an extension: Debian packages PL/Proxy and pg_cron
+# for 15 only, and their sources were not reachable for 18 here.
+installed() { [ -f "$("$PG_CONFIG" --sharedir)/extension/$1.control" ]; }
+
+# The harness's test files but pg_upgrade.rs (a layer of its own, which needs the build of both
+# versions), and the router's (router.rs) where PL/Proxy is missing; and the test of reaping
+# through pg_cron where pg_cron is. Said, not hidden.
+harness_targets() {
+  installed plproxy || echo "(router tests left out: PL/Proxy is not installed for PostgreSQL $PG)" >&2
+  local file name
+  for file in tests/harness/tests/*.rs; do
+    name=$(basename "$file" .rs)
+    [ "$name" = pg_upgrade ] && continue
+    [ "$name" = router ] && ! installed plproxy && continue
+    echo "--test $name"
+  done
+}
+harness_skips() {
+  installed pg_cron && return
+  echo "(pg_cron_schedules_the_reaper left out: pg_cron is not installed for PostgreSQL $PG)" >&2
+  echo "--skip pg_cron_schedules_the_reaper"
+}
+
 integration() {
   echo "== integration tests (real server, many connections)"
-  cargo test -p jq-harness --tests -- --test-threads=1 2>&1 | tee -a "$log"
+  # shellcheck disable=SC2046
+  cargo test -p jq-harness $(harness_targets) -- --test-threads=1 $(harness_skips) 2>&1 | tee -a "$log"
   cargo test -p jq-worker --tests -- --test-threads=1 2>&1 | tee -a "$log"
+}
+
+# The randomized fault history and the crash tests: what every server version must survive.
+faults() {
+  echo "== fault suite (real server: crashes, restarts, a randomized history)"
+  cargo test -p jq-harness --test faults --test durability -- --test-threads=1 2>&1 | tee -a "$log"
+}
+
+# A populated 15 cluster upgraded to 18 with pg_upgrade (tests/harness/tests/pg_upgrade.rs); needs
+# the library installed for both.
+pg_upgrade() {
+  echo "== pg_upgrade from PostgreSQL 15 to 18"
+  cargo test -p jq-harness --test pg_upgrade -- --test-threads=1 2>&1 | tee -a "$log"
 }
 
 cluster() {
   echo "== cluster tests (a primary and its standby; a router and three servers)"
   cargo test -p jq-worker --test failover -- --test-threads=1 2>&1 | tee -a "$log"
-  cargo test -p jq-harness --test router -- --test-threads=1 2>&1 | tee -a "$log"
+  if installed plproxy; then
+    cargo test -p jq-harness --test router -- --test-threads=1 2>&1 | tee -a "$log"
+  else
+    echo "(router tests left out: PL/Proxy is not installed for PostgreSQL $PG)"
+  fi
 }
 
 # The Debian packages: built, installed with apt, used, upgraded from every frozen version, and
@@ -183,10 +234,14 @@ case "$layer" in
   regress) timed regress ;;
   pgsuite) timed pgsuite ;;
   isolation) timed isolation ;;
-  all) timed lint; timed unit; timed regress; timed pgsuite; timed isolation; timed readme; timed integration; timed package ;;
-  *) echo "usage: test.sh lint|unit|regress|pgsuite|isolation|readme|integration|cluster|package|all" >&2; exit 2 ;;
+  faults) timed faults ;;
+  pg_upgrade) timed pg_upgrade ;;
+  all) timed lint; timed unit; timed regress; timed pgsuite; timed isolation; timed readme; timed integration; timed package
+       if [ "$PG" = 18 ]; then timed pg_upgrade; fi ;;
+  core) timed unit; timed regress; timed isolation; timed readme; timed faults; timed pg_upgrade ;;
+  *) echo "usage: test.sh lint|unit|regress|pgsuite|isolation|readme|integration|faults|pg_upgrade|cluster|package|all|core" >&2; exit 2 ;;
 esac
 # One closing line for every layer together, summed from cargo's per-binary results.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) } }
-     END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
-echo "== test layers '$layer' finished in $((SECONDS - started)) s"
+     END { printf "tests: %d passed, %d failed (PostgreSQL %s)\n", p, f, pg }' pg="$PG" "$log"
+echo "== test layers '$layer' on PostgreSQL $PG finished in $((SECONDS - started)) s"

@@ -8,7 +8,7 @@
 //!   and the end-of-transaction hook they use;
 //! - `rights`, `input`, `error`: who may call, what arguments pass, and what a refusal says;
 //! - `db`: the only code that runs SQL (the statements are `sql/queries/*.sql`);
-//! - `guc`: every setting.
+//! - `guc`: every setting; `version`: what differs between the PostgreSQL versions.
 //!
 //! Beside them, `reaper` (the background worker, which runs the same pass bodies as `api`) and
 //! `upgrade` (symbols older install scripts still call).
@@ -27,6 +27,7 @@ mod reaper;
 mod rights;
 mod shared;
 mod upgrade;
+mod version;
 
 #[cfg(any(test, feature = "pg_test"))]
 mod testing;

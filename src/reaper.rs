@@ -31,7 +31,7 @@ use pgrx::spi;
 use crate::api::{maintenance, retention};
 use crate::db::{self, begin_worker_transaction as begin_transaction, commit_worker_transaction as commit_transaction};
 use crate::shared::served::{self, Pass};
-use crate::{guc, rights};
+use crate::{guc, rights, version};
 
 const USE_EXTENSION_SCHEMA: &str = include_str!("../sql/queries/use_extension_schema.sql");
 const MAY_EXECUTE: &str = include_str!("../sql/queries/reaper_may_execute.sql");
@@ -128,8 +128,8 @@ pub extern "C-unwind" fn jq_launcher_main(_arg: pg_sys::Datum) {
         if !BackgroundWorker::wait_latch(Some(Duration::from_secs(1))) {
             // SIGTERM: come back as after a crash; while the server shuts down it does not. The
             // workers go on meanwhile, and the next launcher finds them in their slots.
-            // SAFETY: exits this worker process; nothing of it is left to clean up.
-            unsafe { pg_sys::proc_exit(1) };
+            // Nothing of this worker is left to clean up.
+            version::exit_process(1);
         }
     }
 }
@@ -303,8 +303,8 @@ pub extern "C-unwind" fn jq_reaper_main(arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     let slot = arg.value();
     let Some(database) = served::worker_started(slot) else {
-        // SAFETY: exits this worker process before it connected.
-        unsafe { pg_sys::proc_exit(0) };
+        // Before it connected.
+        version::exit_process(0);
     };
     // SAFETY: registers this worker's exit callback once, before it connects; the slot index is
     // its argument.
@@ -313,8 +313,7 @@ pub extern "C-unwind" fn jq_reaper_main(arg: pg_sys::Datum) {
     // count as another session). Marked as started first, so the holder sees this worker or this
     // worker sees the hold.
     if served::held(database) {
-        // SAFETY: as above.
-        unsafe { pg_sys::proc_exit(0) };
+        version::exit_process(0);
     }
     let role = BackgroundWorker::get_extra().parse::<u32>().ok().filter(|oid| *oid != 0).map(pg_sys::Oid::from);
     BackgroundWorker::connect_worker_to_spi_by_oid(Some(pg_sys::Oid::from(database)), role);
@@ -337,8 +336,8 @@ pub extern "C-unwind" fn jq_reaper_main(arg: pg_sys::Datum) {
             Outcome::Absent => {
                 debug1!("pg_jobqueue reaper: the extension is not created in database {name}; the reaper leaves");
                 served::worker_leaving(slot, true);
-                // SAFETY: exits this worker process between transactions.
-                unsafe { pg_sys::proc_exit(0) };
+                // Between transactions.
+                version::exit_process(0);
             }
             _ if !announced => {
                 log!("pg_jobqueue reaper started for database {name}");
@@ -353,8 +352,8 @@ pub extern "C-unwind" fn jq_reaper_main(arg: pg_sys::Datum) {
     }
     // SIGTERM (a statement needs the database alone, pg_terminate_backend(), or a shutdown): the
     // launcher starts the worker again once it may.
-    // SAFETY: exits this worker process between transactions.
-    unsafe { pg_sys::proc_exit(0) };
+    // Between transactions.
+    version::exit_process(0);
 }
 
 /// One round of the worker's passes: a reap (with the ticks), and a prune when one is due (at

@@ -257,8 +257,7 @@ fn entry_index(queue_name: &str, role: u32) -> Option<usize> {
 
 /// Whether this process takes entries: not a background worker (see the module's doc).
 fn taker() -> bool {
-    // SAFETY: a flag set once when the process starts.
-    !unsafe { pg_sys::IsBackgroundWorker }
+    !crate::version::in_background_worker()
 }
 
 /// The label of the entry that counts a database's queues refused an entry of their own (not a

@@ -243,6 +243,5 @@ mod tests {
 /// This backend's local transaction id, which no two of its transactions share: what a note kept
 /// for one transaction is tagged with, so that the next one ignores it.
 pub fn this_transaction() -> u32 {
-    // SAFETY: a plain read of this backend's own PGPROC, set while a transaction runs.
-    unsafe { (*pg_sys::MyProc).lxid }
+    crate::version::local_transaction_id()
 }

@@ -19,6 +19,8 @@ pub struct Cluster {
     dir: PathBuf,
     port: u16,
     stopped: bool,
+    /// The PostgreSQL major version it runs (scripts/pgversion.sh's PG).
+    version: String,
 }
 
 impl Cluster {
@@ -36,17 +38,39 @@ impl Cluster {
     /// Starts a server with extra postgresql.conf lines and creates nothing in it, for tests that
     /// create their extensions themselves (the router's, in another schema).
     pub fn start_without_extension(settings: &[&str]) -> Cluster {
+        Cluster::start_on(&pg_version(), settings)
+    }
+
+    /// Starts a server of the major version given (15 or 18), whatever the version under test,
+    /// with extra postgresql.conf lines and nothing created in it.
+    pub fn start_on(version: &str, settings: &[&str]) -> Cluster {
+        let cluster = Cluster::init_on(version, settings, &[]);
+        cluster.start_again();
+        cluster
+    }
+
+    /// Makes a server's data directory (initdb, with the options given, and the postgresql.conf
+    /// lines) of the major version given, and leaves the server down: a target for pg_upgrade.
+    pub fn init_on(version: &str, settings: &[&str], initdb_options: &[&str]) -> Cluster {
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("jq-harness-{}-{port}", std::process::id()));
-        let status = Command::new(pg_script())
-            .arg("start")
-            .arg(&dir)
+        let cluster = Cluster { dir, port, stopped: false, version: version.to_owned() };
+        let status = cluster
+            .pg_sh("init")
             .arg(port.to_string())
             .args(settings)
+            .env("PG_INITDB_OPTIONS", initdb_options.join(" "))
             .status()
             .expect("scripts/pg.sh runs");
-        assert!(status.success(), "the test server did not start (see {}/server.log)", dir.display());
-        Cluster { dir, port, stopped: false }
+        assert!(status.success(), "initdb failed for the test server in {}", cluster.dir.display());
+        cluster
+    }
+
+    /// scripts/pg.sh COMMAND for this server's directory and version.
+    fn pg_sh(&self, command: &str) -> Command {
+        let mut pg_sh = Command::new(pg_script());
+        pg_sh.env("PG", &self.version).arg(command).arg(&self.dir);
+        pg_sh
     }
 
     /// The server's data directory.
@@ -67,7 +91,7 @@ impl Cluster {
 
     /// Stops the server as a crash would (`pg_ctl stop -m immediate`) and leaves it down.
     pub fn crash(&self) {
-        let crashed = Command::new(pg_script()).arg("crash").arg(&self.dir).status().expect("scripts/pg.sh runs");
+        let crashed = self.pg_sh("crash").status().expect("scripts/pg.sh runs");
         assert!(crashed.success(), "the immediate shutdown failed");
     }
 
@@ -81,18 +105,13 @@ impl Cluster {
 
     /// Stops the server with a fast shutdown and keeps its data, for `start_again`.
     pub fn halt(&self) {
-        let stopped = Command::new(pg_script()).arg("halt").arg(&self.dir).status().expect("scripts/pg.sh runs");
+        let stopped = self.pg_sh("halt").status().expect("scripts/pg.sh runs");
         assert!(stopped.success(), "the test server did not stop");
     }
 
     /// Starts a halted server again on the same data and port.
     pub fn start_again(&self) {
-        let started = Command::new(pg_script())
-            .arg("start")
-            .arg(&self.dir)
-            .arg(self.port.to_string())
-            .status()
-            .expect("scripts/pg.sh runs");
+        let started = self.pg_sh("start").arg(self.port.to_string()).status().expect("scripts/pg.sh runs");
         assert!(started.success(), "the server did not come back (see {}/server.log)", self.dir.display());
     }
 
@@ -109,7 +128,7 @@ impl Cluster {
             self.halt();
         }
         let took = started.elapsed();
-        let status = Command::new(pg_script()).arg("stop").arg(&self.dir).status().expect("scripts/pg.sh runs");
+        let status = self.pg_sh("stop").status().expect("scripts/pg.sh runs");
         assert!(status.success(), "the test server's directory was not removed");
         self.stopped = true;
         took
@@ -133,9 +152,25 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         if !self.stopped {
-            let _ = Command::new(pg_script()).arg("stop").arg(&self.dir).status();
+            let _ = self.pg_sh("stop").status();
         }
     }
+}
+
+/// The server version under test: PG, as scripts/pgversion.sh reads it (15 unless set;
+/// `make test PG=18`).
+pub fn pg_version() -> String {
+    std::env::var("PG").unwrap_or_else(|_| "15".to_owned())
+}
+
+/// Where the programs and libraries of the server version under test are.
+pub fn pg_dir() -> PathBuf {
+    pg_dir_of(&pg_version())
+}
+
+/// Where the programs and libraries of a server version are.
+pub fn pg_dir_of(version: &str) -> PathBuf {
+    PathBuf::from(format!("/usr/lib/postgresql/{version}"))
 }
 
 fn pg_script() -> PathBuf {

@@ -5,16 +5,15 @@
 use std::process::Command;
 use std::time::Duration;
 
-use crate::{free_port, wait_until, Client, Cluster};
+use crate::{free_port, pg_dir_of, wait_until, Client, Cluster};
 
-const BIN: &str = "/usr/lib/postgresql/15/bin";
-
-/// Runs a server binary as the `postgres` user when the tests run as root (PostgreSQL refuses
+/// Runs a program of the server version given as the `postgres` user when the tests run as root (PostgreSQL refuses
 /// root), as the caller otherwise.
-fn as_postgres(program: &str) -> Command {
+fn as_postgres(version: &str, program: &str) -> Command {
+    let program = pg_dir_of(version).join("bin").join(program);
     if is_root() {
         let mut command = Command::new("runuser");
-        command.args(["-u", "postgres", "--", program]);
+        command.args(["-u", "postgres", "--"]).arg(program);
         command
     } else {
         Command::new(program)
@@ -37,7 +36,7 @@ impl Cluster {
             let chown = Command::new("chown").arg("postgres:").arg(&dir).status().expect("chown runs");
             assert!(chown.success(), "the standby's directory could not be given to postgres");
         }
-        let backup = as_postgres(&format!("{BIN}/pg_basebackup"))
+        let backup = as_postgres(&self.version, "pg_basebackup")
             .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "postgres", "-X", "stream", "-R", "-D"])
             .arg(&dir)
             .env_remove("RUST_BACKTRACE")
@@ -53,7 +52,7 @@ impl Cluster {
         text.push_str(&format!("\nport = {port}\nunix_socket_directories = '{}'\n", dir.display()));
         std::fs::write(&conf, text).unwrap();
         // pg.sh skips initdb for a directory that holds a cluster, as after a halt.
-        let standby = Cluster { dir, port, stopped: false };
+        let standby = Cluster { dir, port, stopped: false, version: self.version.clone() };
         standby.start_again();
         standby.wait_caught_up(self);
         standby
@@ -93,7 +92,7 @@ impl Cluster {
 
     /// Promotes this standby to a primary, and waits until it takes writes.
     pub fn promote(&self) {
-        let promoted = as_postgres(&format!("{BIN}/pg_ctl"))
+        let promoted = as_postgres(&self.version, "pg_ctl")
             .args(["promote", "-w", "-t", "60", "-D"])
             .arg(&self.dir)
             .stdout(std::process::Stdio::null())

@@ -13,7 +13,9 @@ use std::time::Duration;
 use jq_harness::client::enqueue_many;
 use jq_harness::{wait_until, Client, Cluster};
 
-const LIBRARY: &str = "/usr/lib/postgresql/15/lib/pg_jobqueue.so";
+fn installed_library() -> PathBuf {
+    jq_harness::pg_dir().join("lib/pg_jobqueue.so")
+}
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -21,7 +23,7 @@ fn repo() -> PathBuf {
 
 /// Installs `library` as pg_jobqueue.so through scripts/install.sh, from a staged tree of its own.
 fn install_library(library: &[u8], stage: &Path) {
-    let dir = stage.join(LIBRARY.trim_start_matches('/')).parent().unwrap().to_path_buf();
+    let dir = stage.join(installed_library().strip_prefix("/").unwrap()).parent().unwrap().to_path_buf();
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("pg_jobqueue.so"), library).unwrap();
     let status = Command::new(repo().join("scripts/install.sh")).arg(stage).status().expect("install.sh runs");
@@ -53,7 +55,7 @@ fn inode_mapped_by(pid: i32) -> u64 {
 }
 
 fn installed_inode() -> u64 {
-    std::fs::metadata(LIBRARY).unwrap().ino()
+    std::fs::metadata(installed_library()).unwrap().ino()
 }
 
 #[test]
@@ -90,7 +92,7 @@ fn a_build_installed_under_a_serving_server_crashes_no_backend_and_serves_after_
     assert_eq!(before, installed_inode());
 
     // A different build: the installed library with bytes appended (a loader ignores them).
-    let original = std::fs::read(LIBRARY).unwrap();
+    let original = std::fs::read(installed_library()).unwrap();
     let stage = std::env::temp_dir().join(format!("jq-install-test-{}", std::process::id()));
     let _restore = Restore { library: original.clone(), stage: stage.clone() };
     let mut changed = original.clone();
@@ -104,7 +106,7 @@ fn a_build_installed_under_a_serving_server_crashes_no_backend_and_serves_after_
     // Running backends kept the file they mapped, and so do new ones: a preloaded library comes
     // from the postmaster, which loaded it at start.
     assert_ne!(installed_inode(), before, "the library was rewritten in place");
-    assert_eq!(std::fs::read(LIBRARY).unwrap(), changed);
+    assert_eq!(std::fs::read(installed_library()).unwrap(), changed);
     assert_eq!(mapped_inode(&mut serving), before);
     let mut fresh = cluster.connect();
     assert_eq!(mapped_inode(&mut fresh), before);

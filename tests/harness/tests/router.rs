@@ -48,7 +48,7 @@ impl Fleet {
                     )
                     .unwrap();
                 let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sql/router/node.sql");
-                let made = Command::new("/usr/lib/postgresql/15/bin/psql")
+                let made = Command::new(jq_harness::pg_dir().join("bin/psql"))
                     .args(["-X", "-q", "-h", "127.0.0.1", "-p", &node.port().to_string(), "-U", "postgres"])
                     .args(["-d", "postgres", "-v", &format!("node={k}"), "-f"])
                     .arg(script)

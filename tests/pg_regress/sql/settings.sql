@@ -64,11 +64,17 @@ DROP ROLE regress_jq_client;
 -- A value outside a setting's range is refused with 22023, even for a superuser.
 SET pg_jobqueue.max_batch_size = 0;
 \echo :SQLSTATE
+-- The server words the range of a setting with a unit differently by version (15: "(1 .. 2147483647)",
+-- 18: "(1 B .. 2147483647 B)"): for those two, only the SQLSTATE is shown.
+\set VERBOSITY sqlstate
 SET pg_jobqueue.max_payload_bytes = 0;
+\set VERBOSITY default
 \echo :SQLSTATE
 SET pg_jobqueue.inline_reap_max = 10001;
 \echo :SQLSTATE
+\set VERBOSITY sqlstate
 SET pg_jobqueue.wait_recheck = '1ms';
+\set VERBOSITY default
 \echo :SQLSTATE
 SET pg_jobqueue.stats = maybe;
 \echo :SQLSTATE
