@@ -161,10 +161,13 @@ EOF
     status=2
   fi
   pg_ctl_in "$dir" -m fast stop
-  # pg_regress says `name ... ok` or `... FAILED` (or `failed (ignored)`) per test, prefixed by
-  # `test` when it runs alone; exit 1 means some test failed, anything else that it could not run.
-  sed -nE 's/^(test +| +)([A-Za-z0-9_]+) +\.\.\. +(ok|FAILED|failed \(ignored\)).*/\2 \3/p' "$dir/summary" |
-    sed 's/failed (ignored)/FAILED/' > "$dir/verdicts"
+  # pg_regress of 15 says `name ... ok` or `... FAILED` (or `failed (ignored)`) per test, prefixed
+  # by `test` when it runs alone; 16 and later say `ok N - name` or `not ok N + name` (`+` in a
+  # parallel group). Exit 1 means some test failed, anything else that it could not run.
+  { sed -nE 's/^(test +| +)([A-Za-z0-9_.]+) +\.\.\. +(ok|FAILED|failed \(ignored\)).*/\2 \3/p' "$dir/summary" |
+      sed 's/failed (ignored)/FAILED/'
+    sed -nE 's/^ok +[0-9]+ +[-+] +([A-Za-z0-9_.]+) .*/\1 ok/p; s/^not ok +[0-9]+ +[-+] +([A-Za-z0-9_.]+) .*/\1 FAILED/p' \
+      "$dir/summary"; } > "$dir/verdicts"
   if [ "$status" -gt 1 ] || [ ! -s "$dir/verdicts" ]; then
     echo "pg_regress could not run the suite ($name); outputs kept in $work" >&2
     exit 2
@@ -189,7 +192,7 @@ join -a 1 -a 2 -e missing -o 0,1.2,2.2 <(sort "$work/plain/verdicts") <(sort "$w
 # `diff` header per test, naming results/NAME.out).
 mkdir -p "$work/preloaded/diffs" "$work/only-preloaded"
 awk -v dir="$work/preloaded/diffs" '
-  /^diff / { file = ""; if (match($0, /results\/[A-Za-z0-9_]+\.out/)) file = substr($0, RSTART + 8, RLENGTH - 12) }
+  /^diff / { file = ""; if (match($0, /results\/[A-Za-z0-9_.]+\.out/)) file = substr($0, RSTART + 8, RLENGTH - 12) }
   file != "" { print > (dir "/" file ".diff") }' "$work/preloaded/out/regression.diffs" 2>/dev/null || true
 
 # What preloading changed, test by test:
