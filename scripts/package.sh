@@ -92,4 +92,4 @@ DESCRIPTION
 build_deb "$worker"
 
 rm -rf "$work"
-ls -1 "$out"/*_"$version"_"$arch".deb
+ls -1 "$out/postgresql-$PG-pg-jobqueue_${version}_$arch.deb" "$out/pg-jobqueue-worker_${version}_$arch.deb"
