@@ -145,8 +145,9 @@ isolation() {
   rm -rf "$work"
 }
 
-# Whether the server version under test has an extension: Debian packages PL/Proxy and pg_cron
-# for 15 only, and their sources were not reachable for 18 here.
+# Whether the server version under test has an extension: Debian 12 packages PL/Proxy and pg_cron
+# for 15 only; for 18 neither their sources nor binaries built for this C library were reachable
+# here (DEVELOPMENT.md, "Server versions").
 installed() { [ -f "$("$PG_CONFIG" --sharedir)/extension/$1.control" ]; }
 
 # The harness's test files but pg_upgrade.rs (a layer of its own, which needs the build of both
