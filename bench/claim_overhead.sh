@@ -11,6 +11,7 @@
 #   bench/claim_overhead.sh [seconds per run] [runs per variant]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/pgversion.sh   # the server version's psql and pgbench first
 unset RUST_BACKTRACE
 
 SECONDS_PER_RUN=${1:-8}

@@ -23,7 +23,6 @@ DIR=${TMPDIR:-/tmp}/pg_jobqueue-bench-profile
 PORT=${BENCH_PORT:-55497}
 . scripts/pgversion.sh
 BIN=$PG_BIN
-export PATH="$BIN:$PATH"   # its psql and pgbench
 as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 export PGHOST=127.0.0.1 PGPORT=$PORT PGUSER=postgres PGDATABASE=postgres
 work=$(mktemp -d)

@@ -5,6 +5,7 @@
 #   bench/reap_latency.sh [jobs]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/pgversion.sh   # the server version's psql and pgbench first
 unset RUST_BACKTRACE
 
 JOBS=${1:-10}

@@ -13,6 +13,7 @@
 #   bench/schema_cost.sh [seconds per run] [runs per variant]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/pgversion.sh   # the server version's psql and pgbench first
 unset RUST_BACKTRACE
 
 SECONDS_PER_RUN=${1:-10}

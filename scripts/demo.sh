@@ -4,6 +4,7 @@
 # background reaper returns the job, and another worker finishes it. Stops its server when done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/pgversion.sh   # the server version's psql and pgbench first
 unset RUST_BACKTRACE
 
 DIR=${TMPDIR:-/tmp}/pg_jobqueue-demo

@@ -11,3 +11,7 @@ export PG
 PG_BIN=/usr/lib/postgresql/$PG/bin
 PG_CONFIG=$PG_BIN/pg_config
 PG_PGXS=/usr/lib/postgresql/$PG/lib/pgxs
+# The version's own psql, pg_dump, pgbench first, for the scripts and the tests they start: once 18
+# is installed, Debian's wrappers in /usr/bin pick the newest version's programs, and a pg_dump of
+# 18 writes settings (transaction_timeout) that a pg_restore into 15 refuses.
+export PATH="$PG_BIN:$PATH"

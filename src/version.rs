@@ -39,8 +39,8 @@ pub fn local_transaction_id() -> u32 {
 /// Ends this process with the exit code given; never returns (which pgrx's binding of proc_exit
 /// says for 15 but not for 18).
 pub fn exit_process(code: i32) -> ! {
-    // SAFETY: runs the process's exit callbacks and exits; called by our background worker only, outside
-    // any transaction.
+    // SAFETY: proc_exit runs the process's exit callbacks (which abort an open transaction) and
+    // exits; nothing of this process runs after it.
     unsafe { pg_sys::proc_exit(code) };
     #[allow(unreachable_code)]
     {

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use jq_harness::{text_rows, Cluster};
+use jq_harness::{pg_dir, text_rows, Cluster};
 
 #[test]
 fn a_dump_and_restore_keeps_jobs_settings_history_and_ids() {
@@ -59,11 +59,16 @@ fn a_dump_and_restore_keeps_jobs_settings_history_and_ids() {
     let dump = std::env::temp_dir().join(format!("jq-backup-{}.dump", std::process::id()));
     let port = cluster.port().to_string();
     let connection = ["-h", "127.0.0.1", "-p", port.as_str(), "-U", "postgres"];
-    let dumped =
-        Command::new("pg_dump").args(connection).args(["-Fc", "-f"]).arg(&dump).arg("postgres").status().unwrap();
+    let dumped = Command::new(pg_dir().join("bin/pg_dump"))
+        .args(connection)
+        .args(["-Fc", "-f"])
+        .arg(&dump)
+        .arg("postgres")
+        .status()
+        .unwrap();
     assert!(dumped.success(), "pg_dump failed");
     client.batch_execute("CREATE DATABASE restored").unwrap();
-    let restored = Command::new("pg_restore")
+    let restored = Command::new(pg_dir().join("bin/pg_restore"))
         .args(connection)
         .args(["--exit-on-error", "-d", "restored"])
         .arg(&dump)

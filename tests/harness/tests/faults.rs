@@ -137,7 +137,7 @@ fn boundary_2_a_worker_killed_after_its_claim_loses_nothing() {
 
     // 2a. SIGKILL of the client process, a psql that claims and then would work for ten minutes.
     let id: i64 = observer.query_one("SELECT jq_enqueue('killed-client', '{}')", &[]).unwrap().get(0);
-    let mut client_process = Command::new("psql")
+    let mut client_process = Command::new(jq_harness::pg_dir().join("bin/psql"))
         .args(["-X", "-q", "-h", "127.0.0.1", "-p", &cluster.port().to_string(), "-U", "postgres", "-d", "postgres"])
         .args([
             "-c",
