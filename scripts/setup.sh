@@ -69,7 +69,7 @@ init_pgrx() {
   grep -q "pg$PG_MAJOR = \"$PG_CONFIG\"" "$config" 2>/dev/null || missing=1
   if [ -f "$PG18/READY" ]; then grep -q "pg18 = \"$PG18/bin/pg_config\"" "$config" 2>/dev/null || missing=1; fi
   [ "$missing" = 0 ] && return
-  log "cargo pgrx init against PostgreSQL ${versions[*]}"
+  log "cargo pgrx init with $(printf "%s " "${versions[@]}")"
   cargo pgrx init "${versions[@]}"
 }
 

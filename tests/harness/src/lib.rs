@@ -168,6 +168,24 @@ pub fn pg_dir() -> PathBuf {
     pg_dir_of(&pg_version())
 }
 
+/// A program of the server version given, run as the `postgres` user when the tests run as root
+/// (PostgreSQL refuses root), as the caller otherwise.
+pub fn as_postgres(version: &str, program: &str) -> Command {
+    let program = pg_dir_of(version).join("bin").join(program);
+    if is_root() {
+        let mut command = Command::new("runuser");
+        command.args(["-u", "postgres", "--"]).arg(program);
+        command
+    } else {
+        Command::new(program)
+    }
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() == 0 }
+}
+
 /// Where the programs and libraries of a server version are.
 pub fn pg_dir_of(version: &str) -> PathBuf {
     PathBuf::from(format!("/usr/lib/postgresql/{version}"))

@@ -5,25 +5,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use crate::{free_port, pg_dir_of, wait_until, Client, Cluster};
-
-/// Runs a program of the server version given as the `postgres` user when the tests run as root (PostgreSQL refuses
-/// root), as the caller otherwise.
-fn as_postgres(version: &str, program: &str) -> Command {
-    let program = pg_dir_of(version).join("bin").join(program);
-    if is_root() {
-        let mut command = Command::new("runuser");
-        command.args(["-u", "postgres", "--"]).arg(program);
-        command
-    } else {
-        Command::new(program)
-    }
-}
-
-fn is_root() -> bool {
-    // SAFETY: getuid has no preconditions and cannot fail.
-    unsafe { libc::getuid() == 0 }
-}
+use crate::{as_postgres, free_port, is_root, wait_until, Client, Cluster};
 
 impl Cluster {
     /// A standby of this server, streaming asynchronously from it, in hot standby (it answers

@@ -5,9 +5,8 @@
 //! install` and `make install PG=18`); `scripts/test.sh pg_upgrade` runs it.
 
 use std::path::Path;
-use std::process::Command;
 
-use jq_harness::{pg_dir_of, text_rows, Client, Cluster};
+use jq_harness::{as_postgres, pg_dir_of, text_rows, Client, Cluster};
 
 const PRELOAD: &str = "shared_preload_libraries = 'pg_jobqueue'";
 
@@ -59,11 +58,6 @@ fn logs_end(dir: &Path) -> String {
     said
 }
 
-fn is_root() -> bool {
-    // SAFETY: getuid has no preconditions and cannot fail.
-    unsafe { libc::getuid() == 0 }
-}
-
 #[test]
 fn pg_upgrade_from_15_to_18_keeps_jobs_leases_and_tokens() {
     for version in ["15", "18"] {
@@ -108,14 +102,7 @@ fn pg_upgrade_from_15_to_18_keeps_jobs_leases_and_tokens() {
     // 18 makes clusters with data checksums; pg_upgrade needs the old cluster's setting (none).
     let new = Cluster::init_on("18", &[PRELOAD], &["--no-data-checksums"]);
     let bin = |version: &str| pg_dir_of(version).join("bin");
-    let mut upgrade = if is_root() {
-        let mut command = Command::new("runuser");
-        command.args(["-u", "postgres", "--"]).arg(bin("18").join("pg_upgrade"));
-        command
-    } else {
-        Command::new(bin("18").join("pg_upgrade"))
-    };
-    let upgraded = upgrade
+    let upgraded = as_postgres("18", "pg_upgrade")
         .current_dir(std::env::temp_dir())
         .arg("-b")
         .arg(bin("15"))
