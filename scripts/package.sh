@@ -18,6 +18,7 @@ out=target/debian
 work=$out/build
 rm -rf "$work"; mkdir -p "$work"
 
+maintainer='pg_jobqueue maintainers <maintainers@pg-jobqueue.invalid>'
 log() { printf '[package] %s\n' "$*" >&2; }
 
 # The control file's fields that both packages share.
@@ -25,10 +26,56 @@ common_fields() {
   cat <<FIELDS
 Version: $version
 Architecture: $arch
-Maintainer: pg_jobqueue maintainers <maintainers@pg-jobqueue.invalid>
+Maintainer: $maintainer
 Section: database
 Priority: optional
 FIELDS
+}
+
+# The files Debian policy asks of every package, in ROOT/usr/share/doc/PACKAGE: the copyright
+# (machine-readable, its licence text taken from LICENSE) and, this being a native package, its
+# changelog in Debian's format, pointing at CHANGELOG.md. The date is the last commit's, so that
+# two builds of one commit are the same package.
+policy_files() {
+  local root=$1 package=$2 doc=$1/usr/share/doc/$2 date
+  date=$(date -R -u -d "@$(git log -1 --format=%at 2>/dev/null || date +%s)")
+  mkdir -p "$doc"
+  {
+    echo "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"
+    echo "Upstream-Name: pg_jobqueue"
+    echo
+    echo "Files: *"
+    echo "Copyright: $(sed -n 's/^Copyright (c) //p' LICENSE)"
+    echo "License: PostgreSQL"
+    sed -n '/^Permission/,$p' LICENSE | sed 's/^$/./; s/^/ /'
+  } > "$doc/copyright"
+  {
+    echo "pg-jobqueue ($version) unstable; urgency=medium"
+    echo
+    echo "  * pg_jobqueue $version: what changed is in CHANGELOG.md.gz beside this file."
+    echo
+    echo " -- $maintainer  $date"
+  } | gzip -9n > "$doc/changelog.gz"
+  chmod 644 "$doc/copyright" "$doc/changelog.gz"
+}
+
+# Installs the lintian overrides of PACKAGE (the test of the packages runs lintian and fails on
+# any finding not overridden): those on standard input, and the one every Rust binary BINARY has.
+lintian_overrides() {
+  local root=$1 package=$2 binary=$3 file=$1/usr/share/lintian/overrides/$2
+  mkdir -p "$(dirname "$file")"
+  {
+    cat
+    echo "# Rust checks bounds itself and calls none of the C library's functions that"
+    echo "# _FORTIFY_SOURCE replaces with checked ones."
+    echo "$package: hardening-no-fortify-functions [$binary]"
+  } > "$file"
+  chmod 644 "$file"
+}
+
+# Strips FILE of its symbols and debug sections as Debian's dh_strip does.
+strip_binary() {
+  strip --remove-section=.comment --remove-section=.note --strip-unneeded "$1"
 }
 
 # Builds ROOT (a tree laid out as installed, with ROOT/DEBIAN/control) into a .deb.
@@ -48,8 +95,13 @@ mkdir -p "$extension/DEBIAN"
 cp -a "$stage/." "$extension/"
 find "$extension" -type d -exec chmod 755 {} +
 find "$extension/usr/share" -type f -exec chmod 644 {} +
-chmod 755 "$extension"/usr/lib/postgresql/$PG/lib/*.so
-mkdir -p "$extension/usr/share/doc/postgresql-$PG-pg-jobqueue"
+chmod 644 "$extension/usr/lib/postgresql/$PG/lib/pg_jobqueue.so"  # as Debian installs shared libraries
+strip_binary "$extension/usr/lib/postgresql/$PG/lib/pg_jobqueue.so"
+policy_files "$extension" "postgresql-$PG-pg-jobqueue"
+lintian_overrides "$extension" "postgresql-$PG-pg-jobqueue" "usr/lib/postgresql/$PG/lib/pg_jobqueue.so" <<OVERRIDES
+# PostgreSQL's own layout: every extension's library is in /usr/lib/postgresql/N/lib.
+postgresql-$PG-pg-jobqueue: repeated-path-segment lib [usr/lib/postgresql/$PG/lib/]
+OVERRIDES
 install -m 644 README.md CHANGELOG.md "$extension/usr/share/doc/postgresql-$PG-pg-jobqueue/"
 {
   echo "Package: postgresql-$PG-pg-jobqueue"
@@ -74,7 +126,13 @@ log "building jq-worker (optimized)"
 cargo build --release -p jq-worker >&2
 worker=$work/pg-jobqueue-worker
 install -D -m 755 target/release/jq-worker "$worker/usr/bin/jq-worker"
+strip_binary "$worker/usr/bin/jq-worker"
 install -D -m 644 worker/README.md "$worker/usr/share/doc/pg-jobqueue-worker/README.md"
+policy_files "$worker" pg-jobqueue-worker
+lintian_overrides "$worker" pg-jobqueue-worker usr/bin/jq-worker </dev/null
+install -d -m 755 "$worker/usr/share/man/man1"
+gzip -9n < worker/man/jq-worker.1 > "$worker/usr/share/man/man1/jq-worker.1.gz"
+chmod 644 "$worker/usr/share/man/man1/jq-worker.1.gz"
 mkdir -p "$worker/DEBIAN"
 {
   echo "Package: pg-jobqueue-worker"

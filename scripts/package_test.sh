@@ -55,6 +55,16 @@ mapfile -t debs < <(scripts/package.sh)
 echo "== the packages"
 for deb in "${debs[@]}"; do dpkg-deb --info "$deb" | sed -n 's/^ \(Package\|Version\|Depends\|Installed-Size\):/  \1:/p'; done
 
+# Every tag lintian knows, to the pedantic and experimental ones: each finding is fixed, or
+# overridden with the reason beside it (scripts/package.sh, lintian_overrides). The overridden
+# ones are shown first (O:); lintian counts them as findings when it shows them.
+echo "== lintian"
+lintian -EvIL +pedantic --show-overrides --tag-display-limit 0 "${debs[@]}" 2>/dev/null | grep '^O:' || true
+check "lintian finds nothing that is not overridden with a reason" \
+  lintian -EvIL +pedantic --tag-display-limit 0 --fail-on error,warning,info,pedantic,experimental "${debs[@]}"
+check "the licence of both packages is the PostgreSQL License" \
+  bash -c 'for deb in "$@"; do dpkg-deb --fsys-tarfile "$deb" | tar -xO --wildcards "./usr/share/doc/*/copyright" | grep -qx "License: PostgreSQL" || exit 1; done' _ "${debs[@]}"
+
 echo "== what make install put there is removed, the packages installed with dpkg"
 for package in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' && as_root dpkg -r "$package" >/dev/null

@@ -23,7 +23,9 @@ BUILD_PACKAGES=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libclang-de
 TEST_PACKAGES=(postgresql-$PG_MAJOR-cron  # pg_cron, for reaping through it
                curl python3  # curl and python3: make bench
                python3-psycopg pgbouncer python3-prometheus-client  # the Python worker example, the PgBouncer test, the metrics parser
-               postgresql-$PG_MAJOR-plproxy)  # the router of queues over several servers (README, "Scaling out")
+               postgresql-$PG_MAJOR-plproxy  # the router of queues over several servers (README, "Scaling out")
+               lintian  # the package layer checks the packages with it
+               prometheus prometheus-postgres-exporter)  # the monitoring test: promtool, Prometheus, the exporter
 case "$purpose" in
   run) DEB_PACKAGES=(postgresql-$PG_MAJOR postgresql-$PG_MAJOR-plproxy) ;;
   build) DEB_PACKAGES=("${BUILD_PACKAGES[@]}") ;;
