@@ -2,8 +2,9 @@
 # Builds the Debian packages of pg_jobqueue into target/debian (README, "Install"):
 #   postgresql-PG-pg-jobqueue   the extension, for the PostgreSQL version PG names (15 unless set;
 #                               scripts/pgversion.sh): the library, the control file, the install
-#                               script of every released version and every upgrade script, and the
-#                               router extension (which needs postgresql-PG-plproxy, suggested)
+#                               script of every released version and every upgrade script, the
+#                               router extension (which needs postgresql-PG-plproxy, suggested), and
+#                               in its doc directory's examples, monitoring/
 #   pg-jobqueue-worker          jq-worker, in /usr/bin
 # versioned from Cargo.toml. Both are built with the optimized profile. dpkg installs each file
 # beside the old one and renames it over, so installing on a running server is safe; the new
@@ -103,6 +104,9 @@ lintian_overrides "$extension" "postgresql-$PG-pg-jobqueue" "usr/lib/postgresql/
 postgresql-$PG-pg-jobqueue: repeated-path-segment lib [usr/lib/postgresql/$PG/lib/]
 OVERRIDES
 install -m 644 README.md CHANGELOG.md "$extension/usr/share/doc/postgresql-$PG-pg-jobqueue/"
+# postgres_exporter's queries and the alert rules on its series (README, "Operating").
+install -D -m 644 -t "$extension/usr/share/doc/postgresql-$PG-pg-jobqueue/examples/monitoring" \
+  monitoring/postgres_exporter.yaml monitoring/alerts.yml
 {
   echo "Package: postgresql-$PG-pg-jobqueue"
   common_fields
