@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use jq_harness::client::connect_as;
 use jq_harness::{wait_until, wait_until_within, Client, Cluster};
 
 mod common;
@@ -145,6 +146,39 @@ fn crash_and_sigterm_lose_no_job() {
             .get(0);
         assert!(reaped, "job {id}, held by the killed instance, did not come back by lease expiry");
     }
+}
+
+/// `--once-empty` for a role with only the `consume` right on the queue (README, "Security"), which
+/// may not read jq_jobs: the worker drains the queue, a job scheduled for later included, and exits
+/// 0, its drain check never refused.
+#[test]
+fn once_empty_needs_only_the_consume_right() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client.batch_execute("CREATE ROLE mailer LOGIN; SELECT jq_grant('mailer', 'emails', 'consume');").unwrap();
+    let mut ids = enqueue(&mut client, "emails", 5);
+    ids.push(
+        client
+            .query_one("SELECT jq_enqueue('emails', '{}', run_at => clock_timestamp() + interval '2 seconds')", &[])
+            .unwrap()
+            .get(0),
+    );
+    let refused = connect_as(&cluster, "postgres", "mailer")
+        .query("SELECT 1 FROM jq_jobs", &[])
+        .expect_err("a consumer may not read jq_jobs");
+    assert_eq!(refused.code(), Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE));
+    let dir = Scratch::new("consume");
+    let dsn = cluster.dsn().replace("user=postgres", "user=mailer");
+    let mut worker = Worker::start(&dsn, "emails", "m", &["--wait", "1", "--once-empty"], &dir, "cat >/dev/null");
+    // A drain check the server refuses is logged, and the worker goes on claiming: wait for either.
+    wait_until("the worker exits, or its drain check fails", || {
+        worker.child.try_wait().unwrap().is_some() || worker.log().contains("drain check failed")
+    });
+    let log = worker.log();
+    assert!(!log.contains("failed"), "{log}");
+    assert!(worker.wait_exit(Duration::from_secs(60)).success(), "{log}");
+    assert_eq!(statuses(&mut client, "emails"), BTreeMap::from([("succeeded".into(), 6)]));
+    assert_eq!(sorted(worker.jobs("completed")), ids, "{log}");
 }
 
 /// Exit 65 fails for good; another exit status, or death by a signal, is retried.
