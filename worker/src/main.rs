@@ -3,6 +3,8 @@
 //! lines of its stdout), and reports the exit status with jq_complete (its stdout the result),
 //! jq_snooze or jq_fail. See worker/README.md.
 
+mod metrics;
+
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
@@ -15,7 +17,8 @@ use postgres::error::SqlState;
 use postgres::{CancelToken, Client, Config, NoTls};
 
 const USAGE: &str = "usage: jq-worker --dsn DSN --queue Q [--name NAME] [--concurrency N] [--lease SECS] \
-[--wait SECS] [--poll SECS] [--grace SECS] [--snooze SECS] [--result-bytes N] [--once-empty] -- COMMAND [ARGS...]";
+[--wait SECS] [--poll SECS] [--grace SECS] [--snooze SECS] [--result-bytes N] [--once-empty] \
+[--metrics ADDRESS] -- COMMAND [ARGS...]";
 
 /// EX_DATAERR from sysexits.h: the payload is bad and will not improve, so the job dies at once.
 const EXIT_PERMANENT: i32 = 65;
@@ -56,6 +59,8 @@ struct Options {
     /// How much of the command's stdout becomes the job's result; 0: none.
     result_bytes: usize,
     once_empty: bool,
+    /// Where to serve jq_metrics() for a Prometheus scrape (metrics.rs); None: nowhere.
+    metrics: Option<String>,
     command: Vec<String>,
 }
 
@@ -75,6 +80,19 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if let Some(address) = &opts.metrics {
+        // Bound before any slot starts, so that an address in use is an error of the arguments.
+        match std::net::TcpListener::bind(address) {
+            Ok(listener) => {
+                let name = opts.name.clone();
+                metrics::serve(listener, opts.dsn.clone(), move |message| log(&name, message));
+            }
+            Err(error) => {
+                eprintln!("jq-worker: --metrics {address}: {error}");
+                std::process::exit(2);
+            }
+        }
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         // The first signal asks for a graceful stop; a second one while stopping exits at once.
@@ -119,7 +137,7 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
     let (mut dsn, mut queue, mut name, mut lease) = (None, None, None, None);
     let (mut concurrency, mut wait, mut poll, mut grace, mut once_empty) = (1, 5.0, 1.0, 30.0, false);
     let (mut snooze, mut result_bytes) = (60.0, 64 * 1024);
-    let mut command = Vec::new();
+    let (mut command, mut metrics) = (Vec::new(), None);
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -157,6 +175,7 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
             "--grace" => grace = seconds(&flag, &value, true)?,
             "--snooze" => snooze = seconds(&flag, &value, true)?,
             "--result-bytes" => result_bytes = value.parse().map_err(|_| "--result-bytes must be a number of bytes")?,
+            "--metrics" => metrics = Some(value),
             _ => return Err(format!("unknown argument {flag}")),
         }
     }
@@ -181,6 +200,7 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
         snooze,
         result_bytes,
         once_empty,
+        metrics,
         command,
     })
 }
