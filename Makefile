@@ -5,7 +5,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 PG ?= 15
 export PG
 
-.PHONY: all setup setup-build build install install-release lint test test-unit test-regress test-pgsuite test-isolation test-integration test-cluster test-package test-readme package demo soak bench bench-quick bench-cluster bench-claim bench-profile bench-reap bench-schema bench-upgrade clean
+.PHONY: all setup setup-build build install install-release lint test test-unit test-regress test-pgsuite test-isolation test-integration test-cluster test-package test-readme test-docs docs package demo soak bench bench-quick bench-cluster bench-claim bench-profile bench-reap bench-schema bench-upgrade clean
 
 all: build
 
@@ -71,9 +71,20 @@ test-integration: setup install
 test-cluster: setup install
 	@scripts/test.sh cluster
 
-# Every SQL example of README.md, in order on a fresh server, its shown output compared.
+# The user guide, docs/src, as a book in docs/book (mdBook, pinned; scripts/setup.sh docs installs
+# it), after its links and its language pass scripts/docs.py. Needs no server: the examples and the
+# reference against the catalog are tested by test-readme and test-docs.
+docs:
+	@scripts/setup.sh docs
+	@scripts/docs.py links && scripts/docs.py language && mdbook build docs
+
+# Every SQL example of README.md and the guide, in order on a fresh server per document, its shown
+# output compared.
 test-readme: setup install
 	@scripts/test.sh readme
+
+test-docs: setup install
+	@scripts/test.sh docs
 
 # Builds the packages, installs them with apt in place of `make install`'s build, uses and removes
 # them, then puts that build back.

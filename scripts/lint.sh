@@ -65,6 +65,8 @@ if grep -rnE 'SPEC\b|[Ii]ssue #?[0-9]+|Boundary [0-9]+|[Gg]uarantee [0-9]+' \
     --exclude=lint.sh; then
   fail "the lines above cite documents that are not in the repository"
 fi
+# And a section cited in the guide or the README by its quoted title is a heading of that document.
+python3 scripts/docs.py citations >/dev/null || { python3 scripts/docs.py citations; fail "a citation names no heading"; }
 
 if [ "$failed" -ne 0 ]; then
   echo "test result: lint. 0 passed; 1 failed"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what pg_jobqueue needs for a purpose, and only what is missing:
 #   scripts/setup.sh run     what running it needs: PostgreSQL 15 (and PL/Proxy, for the router of
-#                            README "Scaling out"); the packages of `make package` depend on no more
+#                            guide "Scaling out"); the packages of `make package` depend on no more
 #   scripts/setup.sh build   what building and installing needs (make install, make package)
 #   scripts/setup.sh test    that, and what the tests, the demo and the benchmarks use (the default)
 # Every make target calls this; on a machine that has everything it takes a second or two.
@@ -23,14 +23,15 @@ BUILD_PACKAGES=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libclang-de
 TEST_PACKAGES=(postgresql-$PG_MAJOR-cron  # pg_cron, for reaping through it
                curl python3  # curl and python3: make bench
                python3-psycopg pgbouncer python3-prometheus-client  # the Python worker example, the PgBouncer test, the metrics parser
-               postgresql-$PG_MAJOR-plproxy  # the router of queues over several servers (README, "Scaling out")
+               postgresql-$PG_MAJOR-plproxy  # the router of queues over several servers (guide, "Scaling out")
                lintian  # the package layer checks the packages with it
                prometheus prometheus-postgres-exporter)  # the monitoring test: promtool, Prometheus, the exporter
 case "$purpose" in
   run) DEB_PACKAGES=(postgresql-$PG_MAJOR postgresql-$PG_MAJOR-plproxy) ;;
+  docs) DEB_PACKAGES=() ;;
   build) DEB_PACKAGES=("${BUILD_PACKAGES[@]}") ;;
   test) DEB_PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
-  *) echo "usage: setup.sh run|build|test" >&2; exit 2 ;;
+  *) echo "usage: setup.sh run|build|test|docs" >&2; exit 2 ;;
 esac
 
 log() { printf '[setup] %s\n' "$*" >&2; }
@@ -176,11 +177,22 @@ build_postgresql_18() {
   basename "$tarball" | as_root tee "$PG18/READY" >/dev/null
 }
 
+# mdBook builds the user guide (make docs). Pinned, so that a guide builds the same everywhere; from
+# crates.io like the rest of the toolchain, once per machine (about 4 minutes on 2 cores).
+MDBOOK_VERSION=0.4.52
+install_mdbook() {
+  if mdbook --version 2>/dev/null | grep -q "v$MDBOOK_VERSION\$"; then return; fi
+  log "building mdbook $MDBOOK_VERSION (about 4 minutes, once per machine)"
+  cargo install mdbook --version "$MDBOOK_VERSION" --locked
+}
+
 install_packages
 [ "$purpose" = run ] && exit 0
+if [ "$purpose" = docs ]; then install_mdbook; exit 0; fi
 # The tests run on both versions; building or running on 18 (PG=18) needs it too.
 if [ "$purpose" = test ] || [ "${PG:-15}" = 18 ]; then build_postgresql_18; fi
 [ "$purpose" = test ] && install_lint_tools
+[ "$purpose" = test ] && install_mdbook
 # bookworm's source of 15, not bookworm-security's: the server may be that suite's newer minor
 # version, but its pool did not serve the source here. A suite a minor version off the server fails
 # a few tests of its own on every server alike, which the comparison of the two runs does not count.

@@ -5,7 +5,8 @@
 # library preloaded and with it: scripts/pgsuite.sh), `isolation` (PostgreSQL's isolation tester), `integration`
 # (several connections to real throwaway servers), `cluster` (the part of `integration` with
 # several servers: failover to a streaming standby, and the router over three servers), `package` (the Debian packages, installed with
-# dpkg and removed again), `readme` (every SQL example of README.md, with its output), `all`, or
+# dpkg and removed again), `readme` (every SQL example of README.md and of the guide, with its
+# output), `docs` (the guide's links, language, reference and book), `all`, or
 # `core`: unit, regress, isolation, readme, the fault suite and `pg_upgrade` (a 15 cluster
 # upgraded to 18): what `make test` runs on 18 after every layer on 15 (DEVELOPMENT.md, "Server
 # versions").
@@ -206,11 +207,28 @@ package() {
   scripts/package_test.sh 2>&1 | tee -a "$log"
 }
 
-# Every SQL example of README.md, run in order on a fresh server, with its shown output compared
-# (tests/readme/check.py).
+# Every SQL example of README.md and of the guide, run in order on a fresh server per document,
+# with its shown output compared (tests/readme/check.py).
 readme() {
-  echo "== README examples (tests/readme/check.py)"
+  echo "== README and guide examples (tests/readme/check.py)"
   /usr/bin/python3 tests/readme/check.py 2>&1 | tee -a "$log"
+}
+
+# The user docs: links and language (scripts/docs.py), the reference against the catalog
+# (tests/readme/reference.py), and the guide built as a book (mdbook, into docs/book).
+docs() {
+  echo "== docs (scripts/docs.py links and language, mdbook build, tests/readme/reference.py)"
+  local passed=0 failed=0 step
+  for step in "python3 scripts/docs.py links" "python3 scripts/docs.py language" "mdbook build docs"; do
+    if $step 2>&1 | tee -a "$log"; then
+      passed=$((passed + 1))
+    else
+      failed=$((failed + 1)); echo "FAILED: $step"
+    fi
+  done
+  echo "test result: docs. $passed passed; $failed failed" | tee -a "$log"
+  /usr/bin/python3 tests/readme/reference.py 2>&1 | tee -a "$log"
+  [ "$failed" -eq 0 ]
 }
 
 lint() {
@@ -232,15 +250,16 @@ case "$layer" in
   cluster) timed cluster ;;
   package) timed package ;;
   readme) timed readme ;;
+  docs) timed docs ;;
   regress) timed regress ;;
   pgsuite) timed pgsuite ;;
   isolation) timed isolation ;;
   faults) timed faults ;;
   pg_upgrade) timed pg_upgrade ;;
-  all) timed lint; timed unit; timed regress; timed pgsuite; timed isolation; timed readme; timed integration; timed package
+  all) timed lint; timed unit; timed regress; timed pgsuite; timed isolation; timed readme; timed docs; timed integration; timed package
        if [ "$PG" = 18 ]; then timed pg_upgrade; fi ;;
   core) timed unit; timed regress; timed isolation; timed readme; timed faults; timed pg_upgrade ;;
-  *) echo "usage: test.sh lint|unit|regress|pgsuite|isolation|readme|integration|faults|pg_upgrade|cluster|package|all|core" >&2; exit 2 ;;
+  *) echo "usage: test.sh lint|unit|regress|pgsuite|isolation|readme|docs|integration|faults|pg_upgrade|cluster|package|all|core" >&2; exit 2 ;;
 esac
 # One closing line for every layer together, summed from cargo's per-binary results.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) } }

@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
-"""The README test: every ```sql example of README.md runs, in order, in one psql session against a
-fresh server, and where the README shows its output (a plain ``` block right after it), the output
-must match. So the README cannot drift from what the extension does.
+"""The docs test: every ```sql example of the documents runs, in order, in one psql session against
+a fresh server per document, and where a document shows its output (a plain ``` block right after
+it), the output must match. So the docs cannot drift from what the extension does. The documents:
+README.md, and the user guide, docs/src, its chapters in the order of docs/src/SUMMARY.md.
 
-    tests/readme/check.py              run them all; the last line is `test result: readme. ...`
-    tests/readme/check.py --show N     print what example N (1-based) prints, to paste into the README
+    tests/readme/check.py                      both; the last line is `test result: readme. ...`
+    tests/readme/check.py guide                one of them (readme or guide)
+    tests/readme/check.py guide --show N       print what example N (1-based) of it prints, to paste
 
-Conventions of README.md, for the examples:
+Conventions of the documents, for the examples:
   * ```sql blocks run, in the order they appear, in one psql session of database `postgres` (psql's
     \\gset variables carry from one to the next). The server is new, preloaded with pg_jobqueue and
     pg_cron; the extension is what the examples create.
   * A signature is shown in a ```text block: it does not run.
-  * `<!-- readme: database NAME -->` on the line before a block runs it in a fresh database of its
-    own (a router's, say), in a session of its own.
+  * `<!-- readme: database NAME -->` on the line before a block runs it in a database of that name
+    (a router's, say), made for the first such block, each block in a session of its own.
   * A plain ``` block right after an example is its output, compared line by line after masking
     what changes from run to run (timestamps, fractions of seconds, widths of psql's columns);
     psql's row counts, `(1 row)`, may be left out.
@@ -44,12 +46,34 @@ MESSAGE = re.compile(r"^(ERROR|DETAIL|HINT|NOTICE|WARNING|INFO|CONTEXT):")
 
 
 class Example:
-    def __init__(self, number, line, sql, expected, database):
-        self.number, self.line, self.sql, self.expected, self.database = number, line, sql, expected, database
+    def __init__(self, number, where, sql, expected, database):
+        self.number, self.where, self.sql, self.expected, self.database = number, where, sql, expected, database
 
 
-def examples(readme):
-    """Every ```sql block of the README, with the output block after it (if any)."""
+def documents():
+    """Each document's files, in order: the guide's are the chapters SUMMARY.md links to."""
+    summary = (ROOT / "docs/src/SUMMARY.md").read_text()
+    chapters = [ROOT / "docs/src" / link for link in re.findall(r"\]\(([^)#]+\.md)\)", summary)]
+    return {"readme": [ROOT / "README.md"], "guide": chapters}
+
+
+def examples(files):
+    """Every ```sql block of the files, in order, with the output block after it (if any)."""
+    found = []
+    for path in files:
+        found += examples_of(path.read_text(), path.relative_to(ROOT), len(found))
+    needs = {}
+    for example in found:
+        made = re.findall(r"CREATE EXTENSION (?:IF NOT EXISTS )?(\w+)", example.sql)
+        example.needs = {e for e in made if e in OPTIONAL}
+        if example.database != "postgres":
+            needs.setdefault(example.database, set()).update(example.needs)
+            example.needs = set(needs[example.database])
+    return found
+
+
+def examples_of(readme, path, numbered):
+    """The examples of one file, numbered on from `numbered`."""
     found = []
     # A fence may be indented (an example inside a list item): its lines are, by as much.
     fence = re.compile(r"^( *)```(\S*)\n(.*?)^\1```[ \t]*\n", re.M | re.S)
@@ -66,15 +90,8 @@ def examples(readme):
             if between.strip() == "":
                 expected = body(blocks[i + 1])
         line = readme[: block.start()].count("\n") + 1
-        found.append(Example(len(found) + 1, line, body(block), expected,
+        found.append(Example(numbered + len(found) + 1, f"{path}:{line}", body(block), expected,
                              directive.group(1) if directive else "postgres"))
-    needs = {}
-    for example in found:
-        made = re.findall(r"CREATE EXTENSION (?:IF NOT EXISTS )?(\w+)", example.sql)
-        example.needs = {e for e in made if e in OPTIONAL}
-        if example.database != "postgres":
-            needs.setdefault(example.database, set()).update(example.needs)
-            example.needs = set(needs[example.database])
     return found
 
 
@@ -140,9 +157,25 @@ def start_server(preload):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("document", nargs="?", choices=["readme", "guide"], help="one document only")
     parser.add_argument("--show", type=int, metavar="N", help="print what example N prints")
     args = parser.parse_args()
-    found = examples((ROOT / "README.md").read_text())
+    if args.show and not args.document:
+        parser.error("--show needs the document")
+    names = [args.document] if args.document else ["readme", "guide"]
+    passed = failed = 0
+    for name in names:
+        result = check(name, documents()[name], args.show)
+        if args.show:
+            return 0
+        passed, failed = passed + result[0], failed + result[1]
+    print(f"test result: readme. {passed} passed; {failed} failed")
+    return 1 if failed else 0
+
+
+def check(name, files, show):
+    """Runs the examples of one document on a fresh server: (passed, failed)."""
+    found = examples(files)
     missing = {e for e in OPTIONAL if not installed(e)}
     skipped = [e for e in found if e.needs & missing]
     found = [e for e in found if not e.needs & missing]
@@ -150,16 +183,19 @@ def main():
     try:
         # The examples of database postgres in one session; each other one in a database of its own.
         outputs, errors = run_session(port, "postgres", [e for e in found if e.database == "postgres"])
+        created = set()
         for example in (e for e in found if e.database != "postgres"):
-            subprocess.run([PSQL, "-X", "-q", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", "postgres",
-                            "-c", f"CREATE DATABASE {example.database}"], check=True)
+            if example.database not in created:
+                subprocess.run([PSQL, "-X", "-q", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres",
+                                "-d", "postgres", "-c", f"CREATE DATABASE {example.database}"], check=True)
+                created.add(example.database)
             out, err = run_session(port, example.database, [example])
             outputs.update(out)
             errors.update(err)
-        if args.show:
-            print(outputs.get(args.show, ""))
-            print(errors.get(args.show, ""), file=sys.stderr)
-            return 0
+        if show:
+            print(outputs.get(show, ""))
+            print(errors.get(show, ""), file=sys.stderr)
+            return 0, 0
         passed = failed = 0
         for example in found:
             out, err = outputs.get(example.number, ""), errors.get(example.number, "")
@@ -173,17 +209,17 @@ def main():
                 want_rows = [line for line in want if not MESSAGE.match(line)]
                 ok = mask(out) == want_rows and messages == want_messages
                 why = ("printed:\n  " + "\n  ".join(mask(out) + messages)
-                       + "\nbut the README shows:\n  " + "\n  ".join(want_rows + want_messages))
+                       + "\nbut the document shows:\n  " + "\n  ".join(want_rows + want_messages))
             if ok:
                 passed += 1
             else:
                 failed += 1
-                print(f"README.md:{example.line}: example {example.number} {why}\n")
+                print(f"{example.where}: example {example.number} {why}\n")
         if skipped:
             print(f"skipped on PostgreSQL {PG}, which lacks {', '.join(sorted(missing))}: "
-                  f"{len(skipped)} examples (README.md lines {', '.join(str(e.line) for e in skipped)})")
-        print(f"test result: readme. {passed} passed; {failed} failed")
-        return 1 if failed else 0
+                  f"{len(skipped)} examples ({', '.join(e.where for e in skipped)})")
+        print(f"{name}: {passed} examples passed, {failed} failed")
+        return passed, failed
     finally:
         subprocess.run([ROOT / "scripts/pg.sh", "stop", data], check=False)
         shutil.rmtree(parent, ignore_errors=True)

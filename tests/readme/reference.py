@@ -1,0 +1,528 @@
+#!/usr/bin/env python3
+"""The reference test: the guide's reference chapters against the catalog, both ways.
+
+    tests/readme/reference.py       the last line is `test result: reference. N passed; M failed`
+
+It starts a throwaway server the way tests/readme/check.py does (pg_jobqueue preloaded, so that
+its settings exist), runs CREATE EXTENSION pg_jobqueue, and lists every object of the extension
+(pg_depend, deptype 'e') and every setting `pg_jobqueue.%` of pg_settings. Then it reads:
+
+  * docs/src/functions.md: its ```text signature blocks. A signature starts at the left margin,
+    `jq_name(arg type [DEFAULT value], ...) RETURNS type | SETOF type | TABLE(col type, ...)`,
+    and continues on indented lines; `-- ...` is a comment. An event trigger is written
+    `EVENT TRIGGER name ON event EXECUTE FUNCTION function()`.
+  * docs/src/tables-and-views.md: its ```text blocks (indented ones in list items too), with
+    `TYPE name AS ENUM ('label', ...)`, `TABLE name(col type, ...)`, `VIEW name(col type, ...)`,
+    `VIEW name(LIKE other)` (the columns documented for `other`), `TABLE name PARTITION OF parent`
+    and `SEQUENCE name`. Types are compared as the server names them (`int` is `integer`).
+  * docs/src/settings.md: the rows of its tables, `| `pg_jobqueue.name` | default | meaning |`.
+
+It fails, naming each, on: an object or setting of the extension that is not documented (unless
+ALLOWED below says why it need not be); a documented function, table, view, type or setting that
+does not exist; a function whose arguments (names, types, which have a DEFAULT and its value) or
+result differ from the catalog's; a table or view whose columns (names and types) differ; an enum
+whose labels differ; a setting whose documented default is not its default; an object of a kind
+this test does not know; a name in ALLOWED that no longer exists, or that a role may now call. Each
+object is counted once, as passed or failed.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+sys.dont_write_bytecode = True  # no __pycache__ beside the tests
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import check  # noqa: E402  (start_server, PSQL, ROOT: the docs test's throwaway server)
+
+ROOT = check.ROOT
+DOCS = ROOT / "docs/src"
+
+# Objects the reference rightly does not describe one by one, each with the reason. Keep it short:
+# anything a role may call or read belongs in the reference. Each name must still exist, and a
+# function here must stay callable by the extension's owner alone (this test checks both).
+ALLOWED = {
+    # The argument checks of jq_grant and jq_revoke, an internal step of those two (whose errors
+    # functions.md describes); no role is granted it.
+    "jq_check_grant_arguments": "an internal step of jq_grant and jq_revoke",
+    # Gives a role EXECUTE on exactly the functions its rights call for; jq_grant and jq_revoke run
+    # it, and jq_privilege_functions (documented) shows what it grants. No role is granted it.
+    "jq_sync_function_rights": "an internal step of jq_grant and jq_revoke",
+    # The bounds check of jq_queues' interval settings in their CHECK constraints (the rule is in
+    # tables-and-views.md: no negative part, at most 100 years). No role is granted it.
+    "jq_setting_interval_ok": "a CHECK constraint's helper of jq_queues",
+    # The statement trigger function on jq_queues, jq_queue_ids and jq_grants that tells every
+    # session at commit to forget what it cached (functions.md, jq_configure). PostgreSQL runs it
+    # only as a trigger.
+    "jq_table_changed": "a trigger function",
+}
+
+CATALOG = r"""
+WITH members AS (
+    SELECT d.classid, d.objid FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+    WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e' AND e.extname = 'pg_jobqueue'
+)
+SELECT json_build_object(
+    'functions', (SELECT coalesce(json_agg(json_build_object(
+            'name', p.proname,
+            'identity', pg_get_function_identity_arguments(p.oid),
+            'arguments', pg_get_function_arguments(p.oid),
+            'result', pg_get_function_result(p.oid),
+            -- Whether a role other than the owner may call it now, or gets it with a right.
+            'granted', EXISTS (SELECT FROM aclexplode(p.proacl) a WHERE a.grantee <> p.proowner)
+                       OR EXISTS (SELECT FROM jq_privilege_functions() f WHERE f.function_name = p.proname))
+            ORDER BY p.proname), '[]')
+        FROM members m JOIN pg_proc p ON m.classid = 'pg_proc'::regclass AND p.oid = m.objid),
+    'relations', (SELECT coalesce(json_agg(json_build_object(
+            'name', c.relname,
+            'kind', c.relkind,
+            'parent', (SELECT i.inhparent::regclass::text FROM pg_inherits i WHERE i.inhrelid = c.oid),
+            'columns', (SELECT coalesce(json_agg(json_build_array(a.attname, format_type(a.atttypid, a.atttypmod))
+                                                 ORDER BY a.attnum), '[]')
+                        FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped))
+            ORDER BY c.relname), '[]')
+        FROM members m JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid),
+    'types', (SELECT coalesce(json_agg(json_build_object(
+            'name', t.typname,
+            'kind', t.typtype,
+            'labels', (SELECT json_agg(e.enumlabel ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = t.oid))
+            ORDER BY t.typname), '[]')
+        FROM members m JOIN pg_type t ON m.classid = 'pg_type'::regclass AND t.oid = m.objid),
+    'event_triggers', (SELECT coalesce(json_agg(json_build_object(
+            'name', e.evtname, 'event', e.evtevent, 'function', e.evtfoid::regproc::text)), '[]')
+        FROM members m JOIN pg_event_trigger e ON m.classid = 'pg_event_trigger'::regclass AND e.oid = m.objid),
+    'other', (SELECT coalesce(json_agg(pg_describe_object(m.classid, m.objid, 0)), '[]') FROM members m
+        WHERE m.classid NOT IN ('pg_proc'::regclass, 'pg_class'::regclass, 'pg_type'::regclass,
+                                'pg_event_trigger'::regclass)),
+    'settings', (SELECT coalesce(json_agg(json_build_object(
+            'name', s.name, 'boot_val', s.boot_val, 'unit', s.unit, 'vartype', s.vartype) ORDER BY s.name), '[]')
+        FROM pg_settings s WHERE s.name LIKE 'pg\_jobqueue.%')
+)
+"""
+
+
+def psql(port, sql):
+    done = subprocess.run(
+        [check.PSQL, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", str(port),
+         "-U", "postgres", "-d", "postgres"],
+        input=sql, capture_output=True, text=True, env={**os.environ, "PGOPTIONS": "-c lc_messages=C"},
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"psql failed:\n{done.stderr}")
+    return done.stdout
+
+
+# ---- reading the docs ----------------------------------------------------------------------------
+
+FENCE = re.compile(r"^( *)```(\S*)\n(.*?)^\1```[ \t]*$", re.M | re.S)
+
+
+def text_blocks(path):
+    """(line, dedented body) of every ```text block of a chapter."""
+    source = path.read_text()
+    for block in FENCE.finditer(source):
+        if block.group(2) == "text":
+            yield source[: block.start()].count("\n") + 1, textwrap.dedent(block.group(3))
+
+
+def statements(body, line):
+    """The statements of a block: each starts at the left margin, goes on over indented lines, and
+    loses its `-- comments`. (line, text) each."""
+    found = []
+    for offset, raw in enumerate(body.splitlines()):
+        text = re.sub(r"\s*--.*$", "", raw).rstrip()
+        if not text.strip():
+            continue
+        if text[0].isspace() and found:
+            found[-1][1] += " " + text.strip()
+        else:
+            found.append([line + 1 + offset, text.strip()])
+    return [(n, re.sub(r"\s+", " ", s)) for n, s in found]
+
+
+def split_top(text):
+    """Splits at the commas outside parentheses and quotes."""
+    parts, depth, quoted, current = [], 0, False, ""
+    for ch in text:
+        if ch == "'":
+            quoted = not quoted
+        elif not quoted and ch == "(":
+            depth += 1
+        elif not quoted and ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0 and not quoted:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        parts.append(current.strip())
+    return parts
+
+
+def parenthesized(text, start):
+    """The text inside the parenthesis that opens at `start`, and the index after it closes."""
+    depth, quoted = 0, False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if ch == "'":
+            quoted = not quoted
+        elif not quoted and ch == "(":
+            depth += 1
+        elif not quoted and ch == ")":
+            depth -= 1
+            if depth == 0:
+                return text[start + 1 : i], i + 1
+    raise ValueError("unbalanced parentheses")
+
+
+def parse_argument(text):
+    """`name type [DEFAULT value]` as (name, type, default or None)."""
+    match = re.fullmatch(r'"?(\w+)"?\s+(.+?)(?:\s+DEFAULT\s+(.+))?', text.strip(), re.S)
+    if not match:
+        raise ValueError(f"not `name type [DEFAULT value]`: {text}")
+    return match.group(1), match.group(2).strip(), match.group(3)
+
+
+def parse_result(text):
+    """`TABLE(col type, ...)`, `SETOF type` or `type`, as ('table', [(col, type)]) or (kind, type)."""
+    text = text.strip()
+    table = re.match(r"TABLE\s*\(", text, re.I)
+    if table:
+        inside, _ = parenthesized(text, table.end() - 1)
+        return "table", [parse_argument(column)[:2] for column in split_top(inside)]
+    setof = re.fullmatch(r"SETOF\s+(.+)", text, re.I)
+    if setof:
+        return "setof", setof.group(1).strip()
+    return "scalar", text
+
+
+def documented_functions():
+    """functions.md: {name: [entry]} of signatures, and [entry] of event triggers."""
+    path = DOCS / "functions.md"
+    functions, triggers = {}, []
+    for line, body in text_blocks(path):
+        for number, text in statements(body, line):
+            where = f"{path.relative_to(ROOT)}:{number}"
+            trigger = re.fullmatch(r"EVENT TRIGGER (\w+) ON (\w+) EXECUTE FUNCTION (\w+)\(\)", text)
+            if trigger:
+                triggers.append({"where": where, "name": trigger.group(1), "event": trigger.group(2),
+                                 "function": trigger.group(3)})
+                continue
+            match = re.match(r"(jq_\w+)\s*\(", text)
+            try:
+                if not match:
+                    raise ValueError("not a signature")
+                inside, after = parenthesized(text, match.end() - 1)
+                returns = re.fullmatch(r"\s*RETURNS\s+(.+)", text[after:], re.S)
+                if not returns:
+                    raise ValueError("no RETURNS")
+                entry = {"where": where, "text": text, "arguments": [parse_argument(a) for a in split_top(inside)],
+                         "result": parse_result(returns.group(1))}
+            except ValueError as error:
+                raise SystemExit(f"{where}: {error}: {text}")
+            functions.setdefault(match.group(1), []).append(entry)
+    return functions, triggers
+
+
+def documented_objects():
+    """tables-and-views.md: {name: entry} of types, tables, views and sequences."""
+    path = DOCS / "tables-and-views.md"
+    objects, duplicates = {}, []
+    for line, body in text_blocks(path):
+        for number, text in statements(body, line):
+            where = f"{path.relative_to(ROOT)}:{number}"
+            enum = re.fullmatch(r"TYPE (\w+) AS ENUM \((.*)\)", text)
+            partition = re.fullmatch(r"TABLE (\w+) PARTITION OF (\w+)", text)
+            sequence = re.fullmatch(r"SEQUENCE (\w+)", text)
+            relation = re.match(r"(TABLE|VIEW) (\w+)\s*\(", text)
+            if enum:
+                entry = {"kind": "type", "name": enum.group(1),
+                         "labels": [label.strip().strip("'") for label in split_top(enum.group(2))]}
+            elif partition:
+                entry = {"kind": "partition", "name": partition.group(1), "parent": partition.group(2)}
+            elif sequence:
+                entry = {"kind": "sequence", "name": sequence.group(1)}
+            elif relation:
+                try:
+                    inside, after = parenthesized(text, relation.end() - 1)
+                    if text[after:].strip():
+                        raise ValueError("text after the columns")
+                    columns = [] if inside.strip().startswith("LIKE ") else [
+                        parse_argument(c)[:2] for c in split_top(inside)]
+                except ValueError as error:
+                    raise SystemExit(f"{where}: {error}: {text}")
+                like = re.fullmatch(r"LIKE (\w+)", inside.strip())
+                entry = {"kind": relation.group(1).lower(), "name": relation.group(2),
+                         "like": like.group(1) if like else None, "columns": [] if like else columns}
+            else:
+                raise SystemExit(f"{where}: not TYPE, TABLE, VIEW or SEQUENCE: {text}")
+            entry["where"] = where
+            if entry["name"] in objects:
+                duplicates.append(entry)
+            objects[entry["name"]] = entry
+    # `VIEW name(LIKE other)`: the columns documented for `other`.
+    for entry in objects.values():
+        if entry.get("like"):
+            other = objects.get(entry["like"])
+            if not other or other.get("like") or "columns" not in other:
+                raise SystemExit(f"{entry['where']}: LIKE {entry['like']}, which is documented with no columns")
+            entry["columns"] = other["columns"]
+    return objects, duplicates
+
+
+def documented_settings():
+    """settings.md: {name: (where, default)} of the rows of its tables."""
+    path = DOCS / "settings.md"
+    found = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        row = re.match(r"^\|\s*`(pg_jobqueue\.\w+)`\s*\|([^|]*)\|", line)
+        if row:
+            found.setdefault(row.group(1), []).append((f"{path.relative_to(ROOT)}:{number}", row.group(2).strip()))
+    return found
+
+
+# ---- comparing -----------------------------------------------------------------------------------
+
+class Types:
+    """Canonical type names (format_type of to_regtype), asked of the server in one go."""
+
+    def __init__(self, port, names):
+        names = sorted(set(names))
+        literal = "ARRAY[" + ", ".join("'" + n.replace("'", "''") + "'" for n in names) + "]::text[]"
+        rows = psql(port, f"SELECT json_object_agg(t, format_type(to_regtype(t), NULL)) FROM unnest({literal}) t")
+        self.canonical = json.loads(rows) if names else {}
+
+    def __call__(self, name):
+        return self.canonical.get(name) or f"<unknown type {name}>"
+
+
+def default_value(text):
+    """A DEFAULT as compared: without casts, spaces and case."""
+    if text is None:
+        return None
+    text = re.sub(r"::[a-z ]+(\[\])?", "", text.strip())
+    return re.sub(r"\s+", "", text).lower()
+
+
+def result_text(result, types):
+    kind, value = result
+    if kind == "table":
+        return "TABLE(" + ", ".join(f"{n} {types(t)}" for n, t in value) + ")"
+    return ("SETOF " if kind == "setof" else "") + types(value)
+
+
+def arguments_text(arguments, types):
+    return ", ".join(f"{n} {types(t)}" + (f" DEFAULT {default_value(d)}" if d is not None else "")
+                     for n, t, d in arguments)
+
+
+def compare_function(catalog, doc, types):
+    """What differs between a function and its documented signature."""
+    problems = []
+    have = [parse_argument(a) for a in split_top(catalog["arguments"])]
+    said = doc["arguments"]
+    if [(n, types(t)) for n, t, _ in have] != [(n, types(t)) for n, t, _ in said]:
+        problems.append(f"arguments ({arguments_text(said, types)}), but the function has "
+                        f"({arguments_text(have, types)})")
+    elif [default_value(d) for _, _, d in have] != [default_value(d) for _, _, d in said]:
+        problems.append(f"defaults ({arguments_text(said, types)}), but the function has "
+                        f"({arguments_text(have, types)})")
+    if result_text(parse_result(catalog["result"]), types) != result_text(doc["result"], types):
+        problems.append(f"RETURNS {result_text(doc['result'], types)}, but the function returns "
+                        f"{result_text(parse_result(catalog['result']), types)}")
+    return problems
+
+
+def same_default(text, setting):
+    """Whether a documented default (`1MB`, `5min`, `on`, `(empty)`) is the setting's boot value."""
+    text = text.strip().strip("`")
+    text = "" if text == "(empty)" else text
+    if setting["vartype"] not in ("integer", "real"):
+        return text == (setting["boot_val"] or "")   # a string's boot value may be NULL: empty
+    match = re.fullmatch(r"(-?[\d.]+)\s*([A-Za-z]*)", text)
+    if not match:
+        return False
+    number, suffix = float(match.group(1)), match.group(2)
+    if not setting["unit"]:
+        return not suffix and number == float(setting["boot_val"])
+    # Memory in bytes, time in milliseconds; a unit may carry a multiple (`8kB`).
+    units = {"B": 1, "kB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4,
+             "us": 0.001, "ms": 1, "s": 1000, "min": 60000, "h": 3600000, "d": 86400000}
+    unit = re.fullmatch(r"(\d*)(\w+)", setting["unit"])
+    base = int(unit.group(1) or 1) * units[unit.group(2)]
+    memory = unit.group(2) in ("B", "kB", "MB", "GB", "TB")
+    if suffix and (suffix not in units or (suffix in ("B", "kB", "MB", "GB", "TB")) != memory):
+        return False
+    said = number * (units[suffix] if suffix else base)
+    return abs(said - float(setting["boot_val"]) * base) < 1e-6
+
+
+def main():
+    functions, triggers = documented_functions()
+    objects, duplicates = documented_objects()
+    settings = documented_settings()
+
+    port, parent, data = check.start_server(["pg_jobqueue"])
+    try:
+        psql(port, "CREATE EXTENSION pg_jobqueue;")
+        catalog = json.loads(psql(port, CATALOG))
+        names = [t for entries in functions.values() for e in entries
+                 for t in [a[1] for a in e["arguments"]]
+                 + ([c[1] for c in e["result"][1]] if e["result"][0] == "table" else [e["result"][1]])]
+        names += [t for o in objects.values() for _, t in o.get("columns", [])]
+        for f in catalog["functions"]:
+            names += [parse_argument(a)[1] for a in split_top(f["arguments"])]
+            result = parse_result(f["result"])
+            names += [c[1] for c in result[1]] if result[0] == "table" else [result[1]]
+        names += [t for r in catalog["relations"] for _, t in r["columns"]]
+        types = Types(port, names)
+    finally:
+        subprocess.run([ROOT / "scripts/pg.sh", "stop", data], check=False)
+        shutil.rmtree(parent, ignore_errors=True)
+
+    results = []  # (what, [problems])
+
+    # Functions, both ways: each function against the documented signature of its argument types
+    # (or the only one of its name), then every signature no function took.
+    by_name, used = {}, set()
+    for f in catalog["functions"]:
+        by_name.setdefault(f["name"], []).append(f)
+    for name, entries in sorted(by_name.items()):
+        for f in entries:
+            what = f"function {name}({f['identity']})"
+            docs = functions.get(name, [])
+            argument_types = [types(parse_argument(a)[1]) for a in split_top(f["arguments"])]
+            same = [d for d in docs if [types(t) for _, t, _ in d["arguments"]] == argument_types]
+            doc = same[0] if same else docs[0] if len(docs) == 1 and len(entries) == 1 else None
+            if name in ALLOWED:
+                problems = [] if not f["granted"] else [
+                    f"is allowed undocumented as {ALLOWED[name]}, yet a role other than the owner may call it: "
+                    "document it in functions.md and drop it from ALLOWED"]
+                if docs:
+                    problems.append(f"is documented ({docs[0]['where']}) and in ALLOWED: drop it from ALLOWED")
+            elif doc is None:
+                problems = ["is not documented: add its signature to a ```text block of functions.md"]
+            else:
+                problems = [f"{doc['where']}: {p}" for p in compare_function(f, doc, types)]
+            if doc is not None:
+                used.add(id(doc))
+            results.append((what, problems))
+    for name, docs in sorted(functions.items()):
+        for doc in docs:
+            if id(doc) in used:
+                continue
+            signature = [types(t) for _, t, _ in doc["arguments"]]
+            twice = any(id(d) in used and [types(t) for _, t, _ in d["arguments"]] == signature for d in docs)
+            why = ("documented twice" if twice
+                   else "documented, but the extension has no such function" if name not in by_name
+                   else "documented, but no function of that name takes these argument types")
+            results.append((f"function {name}", [f"{doc['where']}: {why}: {doc['text']}"]))
+
+    # Event triggers.
+    for trigger in catalog["event_triggers"]:
+        docs = [t for t in triggers if t["name"] == trigger["name"]]
+        what = f"event trigger {trigger['name']}"
+        if not docs:
+            problems = ["is not documented: add `EVENT TRIGGER name ON event EXECUTE FUNCTION f()` to functions.md"]
+        elif (docs[0]["event"], docs[0]["function"]) != (trigger["event"], trigger["function"]):
+            problems = [f"{docs[0]['where']}: ON {docs[0]['event']} EXECUTE FUNCTION {docs[0]['function']}(), "
+                        f"but it is ON {trigger['event']} EXECUTE FUNCTION {trigger['function']}()"]
+        else:
+            problems = []
+        results.append((what, problems))
+    known = {t["name"] for t in catalog["event_triggers"]}
+    for doc in triggers:
+        if doc["name"] not in known:
+            results.append((f"event trigger {doc['name']}",
+                            [f"{doc['where']}: documented, but there is no such event trigger"]))
+
+    # Types, tables, views, sequences and their columns, both ways.
+    kinds = {"r": "table", "p": "table", "v": "view", "S": "sequence"}
+    for t in catalog["types"]:
+        doc = objects.get(t["name"])
+        what = f"type {t['name']}"
+        if t["kind"] != "e":
+            problems = [f"is a type of kind {t['kind']}, which this test does not know: teach it"]
+        elif not doc or doc["kind"] != "type":
+            problems = ["is not documented: add `TYPE name AS ENUM (...)` to tables-and-views.md"]
+        elif doc["labels"] != t["labels"]:
+            problems = [f"{doc['where']}: labels {doc['labels']}, but the enum has {t['labels']}"]
+        else:
+            problems = []
+        results.append((what, problems))
+    for r in catalog["relations"]:
+        kind = "partition" if r["parent"] else kinds.get(r["kind"])
+        what = f"{kind or 'relation'} {r['name']}"
+        doc = objects.get(r["name"])
+        if kind is None:
+            problems = [f"has relkind {r['kind']}, which this test does not know: teach it"]
+        elif not doc:
+            problems = ["is not documented: add it to a ```text block of tables-and-views.md"]
+        elif doc["kind"] != kind:
+            problems = [f"{doc['where']}: documented as a {doc['kind']}, but it is a {kind}"]
+        elif kind == "partition":
+            problems = [] if doc["parent"] == r["parent"] else [
+                f"{doc['where']}: a partition of {doc['parent']}, but it is one of {r['parent']}"]
+        elif kind == "sequence":
+            problems = []
+        else:
+            have = {n: t for n, t in r["columns"]}
+            said = {n: types(t) for n, t in doc["columns"]}
+            problems = [f"{doc['where']}: column {n} {t} is not documented" for n, t in have.items() if n not in said]
+            problems += [f"{doc['where']}: documents column {n}, which it does not have" for n in said if n not in have]
+            problems += [f"{doc['where']}: column {n} is documented as {said[n]}, but it is {t}"
+                         for n, t in have.items() if n in said and said[n] != types(t)]
+        results.append((what, problems))
+    existing = {t["name"] for t in catalog["types"]} | {r["name"] for r in catalog["relations"]}
+    for name, doc in sorted(objects.items()):
+        if name not in existing:
+            results.append((f"{doc['kind']} {name}",
+                            [f"{doc['where']}: documented, but the extension has no such object"]))
+    for doc in duplicates:
+        results.append((f"{doc['kind']} {doc['name']}", [f"{doc['where']}: documented twice"]))
+
+    # Anything else the extension holds: a kind this test does not know yet.
+    for description in catalog["other"]:
+        results.append((description, ["is an object of a kind this test does not check: teach it"]))
+
+    # Settings, both ways, with their defaults.
+    have = {s["name"]: s for s in catalog["settings"]}
+    for name, s in sorted(have.items()):
+        rows = settings.get(name, [])
+        if not rows:
+            problems = ["is not documented: add a row to a table of settings.md"]
+        else:
+            where, default = rows[0]
+            problems = [] if same_default(default, s) else [
+                f"{where}: default {default}, but it is {s['boot_val']}{s['unit'] or ''}"]
+            problems += [f"{w}: documented twice" for w, _ in rows[1:]]
+        results.append((f"setting {name}", problems))
+    for name, rows in sorted(settings.items()):
+        if name not in have:
+            results.append((f"setting {name}", [f"{rows[0][0]}: documented, but there is no such setting"]))
+
+    # ALLOWED names that no longer exist.
+    for name in sorted(ALLOWED):
+        if name not in by_name:
+            results.append((f"allowed {name}", ["is in ALLOWED, but the extension has no such function: drop it"]))
+
+    failed = [(what, problems) for what, problems in results if problems]
+    for what, problems in failed:
+        print(f"{what}:")
+        for problem in problems:
+            print(f"  {problem}")
+    allowed = sorted(n for n in ALLOWED if n in by_name)
+    print(f"reference: {len(catalog['functions'])} functions, {len(catalog['relations'])} tables, views and "
+          f"sequences, {len(catalog['types'])} types, {len(catalog['event_triggers'])} event triggers, "
+          f"{len(catalog['settings'])} settings; not described one by one: {', '.join(allowed) or 'none'}")
+    print(f"test result: reference. {len(results) - len(failed)} passed; {len(failed)} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
