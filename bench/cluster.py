@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Queues over several servers (README, "Scaling out"): what the router costs, against one server
+"""Queues over several servers (guide, "Scaling out"): what the router costs, against one server
 called directly.
 
 In one run, with synchronous_commit on and then off, throughput of W1 (one jq_enqueue per

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What `ALTER EXTENSION pg_jobqueue UPDATE TO '0.3.0'` costs a database of 0.2.0 with many jobs
-(README, "Upgrading"), while clients keep calling.
+(guide, "Upgrading"), while clients keep calling.
 
 One throwaway server (scripts/pg.sh), preloaded as a production server would be, with the
 background worker serving the database. The library installed is the current one (it always is:

@@ -111,7 +111,7 @@ def main():
 
 
 # No pending (claimable now or scheduled) and no running job. Read from jq_queue_stats, whose row of
-# the queue every right on it shows (README, "Security"): a role with only `consume` may not read
+# the queue every right on it shows (guide, "Security"): a role with only `consume` may not read
 # jq_jobs.
 DRAINED = (
     "SELECT NOT EXISTS (SELECT 1 FROM jq_queue_stats"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the Debian packages of pg_jobqueue into target/debian (README, "Install"):
+# Builds the Debian packages of pg_jobqueue into target/debian (guide, "Install"):
 #   postgresql-PG-pg-jobqueue   the extension, for the PostgreSQL version PG names (15 unless set;
 #                               scripts/pgversion.sh): the library, the control file, the install
 #                               script of every released version and every upgrade script, the
@@ -104,7 +104,7 @@ lintian_overrides "$extension" "postgresql-$PG-pg-jobqueue" "usr/lib/postgresql/
 postgresql-$PG-pg-jobqueue: repeated-path-segment lib [usr/lib/postgresql/$PG/lib/]
 OVERRIDES
 install -m 644 README.md CHANGELOG.md "$extension/usr/share/doc/postgresql-$PG-pg-jobqueue/"
-# postgres_exporter's queries and the alert rules on its series (README, "Operating").
+# postgres_exporter's queries and the alert rules on its series (guide, "Operating").
 install -D -m 644 -t "$extension/usr/share/doc/postgresql-$PG-pg-jobqueue/examples/monitoring" \
   monitoring/postgres_exporter.yaml monitoring/alerts.yml
 {

@@ -1,11 +1,11 @@
--- pg_jobqueue 0.2.0 -> 0.3.0: safe to deploy (README, "Security").
+-- pg_jobqueue 0.2.0 -> 0.3.0: safe to deploy (guide, "Security").
 -- Every function pins pg_catalog first in its search_path; the functions run with the owner's
 -- rights after checking the caller's per-queue right (jq_grants, jq_grant, jq_revoke); nothing is
 -- executable by PUBLIC; the figures views show each role only the queues it may see; queue settings
 -- are bounded (jq_setting_interval_ok) and changed through jq_configure; backoff is computed so
 -- that it cannot overflow (jq_backoff_delay). Roles that used the tables directly under 0.2.0 keep
 -- what they could do, as rights on every queue, and lose the table rights. Storage is split into a
--- hot table and a partitioned history (README, "Storage"). Jobs and leases stay.
+-- hot table and a partitioned history (guide, "Storage"). Jobs and leases stay.
 \echo Use "ALTER EXTENSION pg_jobqueue UPDATE TO '0.3.0'" to load this file. \quit
 
 -- Every lock the update needs, taken first: it waits for running calls and readers of the figures
@@ -13,7 +13,7 @@
 -- the view is replaced made the update the deadlock's victim, after all its work).
 LOCK TABLE jq_queues, jq_jobs, jq_job_events, jq_queue_stats, jq_queue_health IN ACCESS EXCLUSIVE MODE;
 
--- Rights per queue (README, "Security"): a role holds `privilege` on every queue named `queue`, or,
+-- Rights per queue (guide, "Security"): a role holds `privilege` on every queue named `queue`, or,
 -- when `queue` ends in '*', on every queue whose name starts with what comes before it ('*' alone:
 -- every queue). Written by jq_grant and jq_revoke; a statement trigger (sql/schema/rights.sql) tells every
 -- session to forget its cached answers when it changes.
@@ -45,8 +45,8 @@ CREATE TABLE jq_maintenance_passes (
 );
 INSERT INTO jq_maintenance_passes (pass, last_at) VALUES ('reap', '-infinity'), ('prune', '-infinity');
 
--- Enqueue takes a concurrency key (README, "Flow control") and a deadline (README, "Snooze and
--- deadlines"), and a completion a result (README, "Results and waiting"): the functions of 0.2.0
+-- Enqueue takes a concurrency key (guide, "Flow control") and a deadline (guide, "Snooze and
+-- deadlines"), and a completion a result (guide, "Results and waiting"): the functions of 0.2.0
 -- give way to ones with the new trailing arguments, so that no call has two candidates.
 DROP FUNCTION jq_enqueue(text, jsonb, int, timestamptz, int, text, text);
 DROP FUNCTION jq_enqueue_batch(text, jsonb[], int, timestamptz, int);
@@ -346,7 +346,7 @@ ALTER TABLE jq_queues
     ADD CONSTRAINT jq_queues_warn_claimable_age_bounded CHECK (jq_setting_interval_ok(warn_claimable_age)),
     ADD CONSTRAINT jq_queues_warn_dead_age_bounded CHECK (jq_setting_interval_ok(warn_dead_age));
 
--- Flow control (README, "Flow control"): a limit on each concurrency key's running jobs, and
+-- Flow control (guide, "Flow control"): a limit on each concurrency key's running jobs, and
 -- rate limits for the queue and for each key, with what they counted (see sql/schema/tables.sql).
 ALTER TABLE jq_queues
     ADD COLUMN key_concurrency_limit int
@@ -361,10 +361,10 @@ ALTER TABLE jq_queues
     ADD CONSTRAINT jq_queues_rate_period_bounded CHECK (jq_setting_interval_ok(rate_period)),
     ADD CONSTRAINT jq_queues_key_rate_period_bounded CHECK (jq_setting_interval_ok(key_rate_period));
 
--- Queues that keep no succeeded job (README, "Queues that keep nothing").
+-- Queues that keep no succeeded job (guide, "Queues that keep nothing").
 ALTER TABLE jq_queues ADD COLUMN keep_succeeded boolean NOT NULL DEFAULT true;
 
--- One concurrency key's own settings in a queue (README, "Flow control"), set by jq_configure_key:
+-- One concurrency key's own settings in a queue (guide, "Flow control"), set by jq_configure_key:
 -- a limit on its running jobs in place of the queue's key_concurrency_limit (NULL: the queue's),
 -- and its weight in the key rotation, whose turn gives a key of weight w up to w jobs. A key
 -- without a row has the queue's limit and weight 1.
@@ -392,7 +392,7 @@ CREATE TABLE jq_rate_counts (
 );
 SELECT pg_catalog.pg_extension_config_dump('jq_rate_counts', '');
 
--- Recurring jobs (README, "Schedules"): each schedule enqueues a job into its queue, with these
+-- Recurring jobs (guide, "Schedules"): each schedule enqueues a job into its queue, with these
 -- job options, at every tick of its cron expression in its time zone. Ticks are made by the
 -- background worker and by jq_reap() (src/api/schedules.rs): a tick pass locks a due row, enqueues
 -- its jobs and moves next_run on in one transaction, so however many tickers race, each tick
@@ -433,7 +433,7 @@ CREATE INDEX jq_schedule_specs_due ON jq_schedule_specs (next_run) WHERE NOT pau
 SELECT pg_catalog.pg_extension_config_dump('jq_schedule_specs', '');
 
 -- `notify` may now be NULL, the new default: NOTIFY while someone listens, which only a preloaded
--- library can tell, so without preload never (README, "Wake-ups"). Under 0.2.0, on meant just that
+-- library can tell, so without preload never (guide, "Wake-ups"). Under 0.2.0, on meant just that
 -- where the library is preloaded, and always where it is not: so a preloaded server's queues that
 -- were on become NULL, and elsewhere they stay on (true: always) and go on notifying as before.
 ALTER TABLE jq_queues ALTER COLUMN notify DROP NOT NULL, ALTER COLUMN notify DROP DEFAULT;
@@ -454,7 +454,7 @@ AS $$
     LEFT JOIN jq_queues q ON q.queue_name = jq_backoff.queue_name
 $$;
 
--- Storage split (README, "Storage"). The jobs of 0.2.0 move into the new tables: every pending,
+-- Storage split (guide, "Storage"). The jobs of 0.2.0 move into the new tables: every pending,
 -- running, dead and cancelled job to the hot table, with its id, lease, token and everything else,
 -- and every succeeded one to the history's default partition (the day partitions are made after
 -- installation, by jq_prune, so that they do not belong to the extension; retention deletes the
@@ -464,7 +464,7 @@ $$;
 ALTER TABLE jq_job_events DROP CONSTRAINT jq_job_events_job_id_fkey;
 ALTER TABLE jq_jobs RENAME TO jq_jobs_0_2_0;
 
--- A snooze is an event too (README, "Snooze and deadlines").
+-- A snooze is an event too (guide, "Snooze and deadlines").
 ALTER TABLE jq_job_events DROP CONSTRAINT jq_job_events_event_known,
     ADD CONSTRAINT jq_job_events_event_known
         CHECK (event IN ('failed', 'lease_expired', 'retried', 'cancelled', 'snoozed'));
@@ -475,7 +475,7 @@ ALTER TABLE jq_job_events DROP CONSTRAINT jq_job_events_event_known,
 ALTER TABLE jq_job_events ALTER COLUMN id SET DEFAULT pg_catalog.nextval('jq_job_events_id_seq'::pg_catalog.regclass);
 
 -- Queues by number. Every key of the job tables starts with the queue, and an integer is narrower
--- than the name and compares without collation rules (README, "Storage"). A name gets its number
+-- than the name and compares without collation rules (guide, "Storage"). A name gets its number
 -- from the first enqueue into it (src/api/enqueue.rs) and keeps it; rows are never deleted, so a
 -- number never names another queue.
 CREATE SEQUENCE jq_queue_ids_seq AS integer;
@@ -489,7 +489,7 @@ CREATE TABLE jq_queue_ids (
     ordering_keys boolean NOT NULL DEFAULT false
 );
 
--- Storage is split (README, "Storage"): jq_live_jobs holds the jobs that may still change (pending,
+-- Storage is split (guide, "Storage"): jq_live_jobs holds the jobs that may still change (pending,
 -- running, and the dead and cancelled ones a re-drive can bring back); a completion moves its job to
 -- jq_job_history, append-only and partitioned by day. The view jq_jobs shows both as one table.
 -- Claims, heartbeats and the reaper touch only the hot table, whose size is the live work, not
@@ -513,14 +513,14 @@ CREATE TABLE jq_live_jobs (
     last_error_message text,
     dedup_key        text,
     ordering_key     text,
-    concurrency_key  text,          -- claimed key by key in turn (README, "Flow control")
+    concurrency_key  text,          -- claimed key by key in turn (guide, "Flow control")
     created_at       timestamptz NOT NULL,
     finished_at      timestamptz,
-    -- A pending job not claimed before this ends cancelled, EXPIRED (README, "Snooze and
+    -- A pending job not claimed before this ends cancelled, EXPIRED (guide, "Snooze and
     -- deadlines"); NULL: never.
     expires_at       timestamptz,
     -- What the worker last reported with jq_progress; kept across retries, so that a retried
-    -- attempt can resume (README, "Progress and checkpoints").
+    -- attempt can resume (guide, "Progress and checkpoints").
     progress         jsonb,
     -- The invariant of every job row, whoever writes it: one call of a compiled function, as in
     -- the install (sql/schema/constraints.sql says why).
@@ -529,7 +529,7 @@ CREATE TABLE jq_live_jobs (
                                lease_owner IS NOT NULL, lease_expires_at IS NOT NULL))
 );
 
--- Seven indexes, each for the statements named (README, "Storage"):
+-- Seven indexes, each for the statements named (guide, "Storage"):
 
 -- The claim index: only pending rows without a concurrency key, keyed in the claim's own order after the queue. A claim walks
 -- it from the claim front and stops after batch_size rows: it never sorts. It also answers the
@@ -541,7 +541,7 @@ CREATE INDEX jq_live_jobs_claim ON jq_live_jobs (queue_id, priority DESC, availa
     WHERE status OPERATOR(pg_catalog.=) 'pending' AND concurrency_key IS NULL;
 
 -- The key claim index: the pending rows with a concurrency key, which claims take key by key in
--- turn (README, "Flow control"), so keyed by key first, then in the claim's own order within the
+-- turn (guide, "Flow control"), so keyed by key first, then in the claim's own order within the
 -- key. A pending job is in exactly one of the two claim indexes: a key costs its jobs nothing more.
 -- The rotation finds the next key with pending jobs by one probe (claim_keys.sql), and a key's
 -- first jobs by one range (claim_keyed.sql).
@@ -589,7 +589,7 @@ ALTER TABLE jq_live_jobs SET (
 );
 
 -- Succeeded jobs, as they were when they completed; never updated. Partitioned by the day (UTC) of
--- finished_at, so that retention truncates and drops a whole day (README, "Storage") instead of
+-- finished_at, so that retention truncates and drops a whole day (guide, "Storage") instead of
 -- deleting rows one by one and leaving vacuum the work. The partitions of the coming days are made by
 -- jq_prune and the background worker (src/api/retention.rs); a completion for which no day partition
 -- exists (maintenance never ran) lands in jq_job_history_default, pruned row by row.
@@ -614,7 +614,7 @@ CREATE TABLE jq_job_history (
     concurrency_key    text,
     expires_at         timestamptz,
     progress           jsonb,
-    -- What the worker completed the job with (README, "Results and waiting").
+    -- What the worker completed the job with (guide, "Results and waiting").
     result             jsonb
 ) PARTITION BY RANGE (finished_at);
 
@@ -723,7 +723,7 @@ WITH clock AS MATERIALIZED (
     FROM jq_live_jobs j JOIN jq_queue_ids n USING (queue_id)
     WHERE j.status OPERATOR(pg_catalog.=) ANY (ARRAY['dead', 'cancelled']::jq_status[]) GROUP BY n.queue_name
 ), keys AS (
-    -- Flow control (README, "Flow control"): each concurrency key's claimable jobs, whether its
+    -- Flow control (guide, "Flow control"): each concurrency key's claimable jobs, whether its
     -- running jobs (under a current lease, as the limit counts them) are at its limit, and whether
     -- its rate's window is used up.
     SELECT n.queue_name, k.due,
@@ -819,18 +819,18 @@ CROSS JOIN LATERAL (
 ) t;
 
 -- Who maintains this database, `worker`, `inline` (claims) or `none`, when each pass last ran,
--- and whether one is overdue (README, "Maintenance").
+-- and whether one is overdue (guide, "Maintenance").
 CREATE VIEW jq_maintenance AS SELECT * FROM jq_maintenance_status();
 
 -- The jobs, and their events, of the queues the caller may manage: what an operator reads to decide
--- on a re-drive or a cancel, without a right on the tables (README, "Security").
+-- on a re-drive or a cancel, without a right on the tables (guide, "Security").
 CREATE VIEW jq_managed_jobs WITH (security_barrier) AS
 SELECT j.* FROM jq_jobs j WHERE jq_has_right(j.queue_name, 'manage');
 
 CREATE VIEW jq_managed_job_events WITH (security_barrier) AS
 SELECT e.* FROM jq_job_events e WHERE jq_has_right(e.queue_name, 'manage');
 
--- The schedules of the queues the caller may manage (README, "Schedules"): each one's settings, its
+-- The schedules of the queues the caller may manage (guide, "Schedules"): each one's settings, its
 -- last and next run (none while paused), and the status of the job it enqueued last.
 CREATE VIEW jq_schedules WITH (security_barrier) AS
 SELECT s.name, s.cron, s.time_zone, s.queue_name, s.payload, s.paused, s.last_run,
@@ -863,7 +863,7 @@ BEGIN
 END
 $$;
 
--- Rights (README, "Security"). The jq_* functions are the only door: no role but the owner has a
+-- Rights (guide, "Security"). The jq_* functions are the only door: no role but the owner has a
 -- right on the tables, and no function is executable by PUBLIC. jq_grant gives a role a privilege
 -- on a queue (or a prefix pattern) and EXECUTE on the functions that privilege uses; jq_revoke
 -- takes them back. pg_monitor reads every queue's figures and nothing else.
@@ -903,7 +903,7 @@ AS $$
            ('consume', 'jq_claim'), ('consume', 'jq_heartbeat'), ('consume', 'jq_complete'),
            ('consume', 'jq_complete_batch'), ('consume', 'jq_fail'), ('consume', 'jq_progress'),
            ('consume', 'jq_progress_of'), ('consume', 'jq_snooze'),
-           -- A job's outcome: for whoever may put work in or take it out (README, "Results and waiting").
+           -- A job's outcome: for whoever may put work in or take it out (guide, "Results and waiting").
            ('enqueue', 'jq_result'), ('enqueue', 'jq_await'), ('consume', 'jq_result'), ('consume', 'jq_await'),
            ('manage', 'jq_result'), ('manage', 'jq_await'),
            ('manage', 'jq_retry'), ('manage', 'jq_cancel'), ('manage', 'jq_retry_dead'),
@@ -948,7 +948,7 @@ BEGIN
         END IF;
     END LOOP;
     -- USAGE on the schema is jq_grant's to give and jq_revoke's to take back with the last right
-    -- (README, "Security"); the event trigger below takes it back when the extension is dropped.
+    -- (guide, "Security"); the event trigger below takes it back when the extension is dropped.
     IF holds_any THEN
         EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@'::regnamespace, role);
         EXECUTE pg_catalog.format('GRANT SELECT ON jq_queue_stats, jq_queue_health, jq_maintenance TO %s', role);

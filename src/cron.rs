@@ -1,4 +1,4 @@
-//! Cron expressions and the calendar (README, "Schedules"): parsing five fields (minute, hour, day of
+//! Cron expressions and the calendar (guide, "Schedules"): parsing five fields (minute, hour, day of
 //! month, month, day of week), or six with seconds first, and finding the next local time that
 //! matches. Pure: time zones are applied by the caller (`api::schedules`), which converts local
 //! times to instants with the server's time zone data.

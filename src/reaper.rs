@@ -1,4 +1,4 @@
-//! The background worker, registered only when the library is preloaded (README, "Maintenance").
+//! The background worker, registered only when the library is preloaded (guide, "Maintenance").
 //!
 //! A launcher, connected to no database, reads pg_database every second and serves every database
 //! that has the extension (of those `pg_jobqueue.reaper_databases` allows: '*', the default, is

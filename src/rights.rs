@@ -1,4 +1,4 @@
-//! Who may do what (README, "Security").
+//! Who may do what (guide, "Security").
 //!
 //! The `jq_*` functions are the only door to the queue: no client needs a right on the tables. Each
 //! function checks its caller's right on the queue it acts on, then runs its statements with the
@@ -252,7 +252,7 @@ fn extension() -> (pg_sys::Oid, bool) {
 ///
 /// SQL definitions older than 0.3.0 (until `ALTER EXTENSION pg_jobqueue UPDATE`) have the storage of
 /// their release, which this library cannot serve: every function that reads or writes jobs runs
-/// here, so each refuses until the update (README, "Upgrading").
+/// here, so each refuses until the update (guide, "Upgrading").
 pub fn as_owner<R>(f: impl FnOnce() -> R) -> R {
     if !enforced() {
         crate::error::update_needed();

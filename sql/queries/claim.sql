@@ -16,7 +16,7 @@
 --
 -- Four statements are made from this file (src/api/claim/take.rs, `statement`), each with only the
 -- parts its queue uses. Without the fairness check, for claims while the queue's fairness bound
--- says no job can be starving (src/shared/front.rs; README, "Fairness"): the lines from each
+-- says no job can be starving (src/shared/front.rs; guide, "Fairness"): the lines from each
 -- "fairness: begin" to its "fairness: end" are left out, and each line marked "without fairness:"
 -- is taken in instead. The fairness check is half of this plan, which every execution starts and
 -- ends again. And with or without the ordering-key check (parts/ordering_key_check.sql), which
@@ -80,7 +80,7 @@ oldest AS (
     ) AS n
 ), starving AS (
     -- Fairness first: the jobs that waited past the starvation limit, oldest first, whatever their
-    -- priority (README, "Fairness"). Each priority whose oldest job starves gives its oldest
+    -- priority (guide, "Fairness"). Each priority whose oldest job starves gives its oldest
     -- starving jobs, and the oldest of those are taken; when none starves, which is the usual
     -- case, this reads only the probes above, and the sort has nothing to sort. When the pending
     -- jobs have one priority, claim order is already oldest first, and the starving jobs are left

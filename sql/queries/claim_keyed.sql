@@ -52,7 +52,7 @@ WITH keys AS (
         SELECT greatest(least(keys.share, slots.free, rate.free), 0) AS n
     ) AS take
     CROSS JOIN LATERAL (
-        -- Starving jobs of the key first, oldest first (README, "Fairness", within each key): its
+        -- Starving jobs of the key first, oldest first (guide, "Fairness", within each key): its
         -- priorities by a skip scan of the key claim index, each with its oldest pending job, and
         -- of those whose oldest starves, the oldest starving jobs, locked by ctid and checked again
         -- on the version locked. When none starves, the usual case, this reads the probes only.

@@ -1,6 +1,6 @@
 -- $1 queue_name, $2 the key to go on after ('': from the first; a key is never empty), $3 how many
 -- The next concurrency keys of the queue that have pending jobs, in key order after $2: where the
--- key rotation goes next (src/api/keys.rs; README, "Flow control"). One probe of the key claim
+-- key rotation goes next (src/api/keys.rs; guide, "Flow control"). One probe of the key claim
 -- index each, a skip scan: the first entry after the key before. A key's jobs may all be scheduled
 -- later, or its running jobs at its limit; the claim (claim_keyed.sql) decides. Each with its
 -- weight in the rotation (jq_key_settings; 1 without a row), and whether its pending jobs have

@@ -1,5 +1,5 @@
 -- $1 job_id, $2 worker, $3 lease_token, $4 now, $5 result (NULL: none)
--- A completed job leaves the hot table for the history (README, "Storage"): one guarded DELETE,
+-- A completed job leaves the hot table for the history (guide, "Storage"): one guarded DELETE,
 -- whose rows the same statement inserts into jq_job_history, so the job is in exactly one of the
 -- two whenever anyone looks.
 --
@@ -24,7 +24,7 @@ WITH done AS (
     RETURNING *
 -- keep nothing: begin
 ), forgotten AS (
-    -- The jobs of queues that keep no succeeded job (README, "Queues that keep nothing").
+    -- The jobs of queues that keep no succeeded job (guide, "Queues that keep nothing").
     SELECT d.id
     FROM done d
     JOIN jq_queue_ids n ON n.queue_id = d.queue_id

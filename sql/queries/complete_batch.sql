@@ -22,7 +22,7 @@ WITH done AS (
     RETURNING j.*, given.result
 -- keep nothing: begin
 ), forgotten AS (
-    -- The jobs of queues that keep no succeeded job (README, "Queues that keep nothing").
+    -- The jobs of queues that keep no succeeded job (guide, "Queues that keep nothing").
     SELECT d.id
     FROM done d
     JOIN jq_queue_ids n ON n.queue_id = d.queue_id

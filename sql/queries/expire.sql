@@ -1,6 +1,6 @@
 -- $1 max_jobs, $2 now, $3 queue_name (NULL: every queue), $4 jobs to skip, $5 the only job to
 -- expire (NULL: any)
--- The expiry sweep (README, "Snooze and deadlines"): pending jobs whose `expires_at` has passed end
+-- The expiry sweep (guide, "Snooze and deadlines"): pending jobs whose `expires_at` has passed end
 -- cancelled, EXPIRED, each with its audit row. Claims never take such a job, so this only makes
 -- the end visible. Found through their own index; rows locked right now (an operator's cancel)
 -- are skipped, and the UPDATE re-checks the state on its own, so a re-drive or cancel that

@@ -1,5 +1,5 @@
 -- $1 now
--- The day partitions of jq_job_history (README, "Storage") for today and the next two days (UTC)
+-- The day partitions of jq_job_history (guide, "Storage") for today and the next two days (UTC)
 -- that do not exist yet, each as the statements that make it: a plain table with the two indexes
 -- every partition has (see sql/schema/tables.sql), then ATTACH, which takes only a SHARE UPDATE
 -- EXCLUSIVE lock on jq_job_history, so completions go on meanwhile (CREATE TABLE ... PARTITION OF

@@ -1,6 +1,6 @@
 -- $1 job_id, $2 worker, $3 lease_token, $4 progress, $5 now
 -- A progress report is kept with the job, across retries, and renews the lease as a heartbeat
--- without `extend` does (README, "Progress and checkpoints"). Neither column is in an index: a
+-- without `extend` does (guide, "Progress and checkpoints"). Neither column is in an index: a
 -- HOT update. The row is found as in heartbeat.sql, by its primary key alone.
 UPDATE jq_live_jobs
 SET progress = $4,

@@ -1,5 +1,5 @@
 -- $1 max_rows, $2 now
--- Forgets the counts of rate windows that are over (README, "Flow control"): a key that is no
+-- Forgets the counts of rate windows that are over (guide, "Flow control"): a key that is no
 -- longer claimed would keep its row for ever. The next claim its rate counts writes a row again.
 -- A row a claim is counting (its lock taken) is left for the next prune.
 DELETE FROM jq_rate_counts c

@@ -1,6 +1,6 @@
 -- $1 job_id, $2 whether a job that is gone succeeded (jq_await, for a job it saw unfinished in a
--- queue that keeps no succeeded job: README, "Queues that keep nothing")
--- A job's outcome, whichever table holds it (README, "Results and waiting"): its queue, whether it
+-- queue that keeps no succeeded job: guide, "Queues that keep nothing")
+-- A job's outcome, whichever table holds it (guide, "Results and waiting"): its queue, whether it
 -- has finished (succeeded, dead or cancelled), the columns of jq_result, and whether its queue
 -- keeps succeeded jobs. No row: no such job, or it was pruned (unless $2). A job moves between the
 -- tables only inside one statement, so the snapshot sees it exactly once; each table is read by

@@ -1,5 +1,5 @@
 -- $1 job_id, $2 worker, $3 lease_token, $4 delay, $5 now
--- A snooze (README, "Snooze and deadlines"): the running job is pending again after `delay`, and
+-- A snooze (guide, "Snooze and deadlines"): the running job is pending again after `delay`, and
 -- gets back the attempt its claim counted, so snoozing never spends its budget. The lease ends
 -- here, so the worker's later heartbeat or completion finds nothing to match; the next claim
 -- hands out a higher token as always. The guarded transition and its audit row in one statement,

@@ -4,7 +4,7 @@
 -- was committed since (then nothing is inserted, and that row's epoch serves). An insert, never an
 -- update, so no other claim waits for it; a session racing this one may add the same epoch for the
 -- same lifetime, which is as safe.
--- The timeline's floor is for a promoted standby (README, "Failover"): the old primary may have
+-- The timeline's floor is for a promoted standby (guide, "Failover"): the old primary may have
 -- raised epochs that never reached it, but all of them on the old timeline, so below the floor of
 -- the new one (unless one timeline saw 65,536 server lifetimes).
 INSERT INTO jq_token_epochs (epoch, replayed_to, timeline)

@@ -1,4 +1,4 @@
--- Makes this server node K of a pg_jobqueue router (README, "Scaling out"): its job ids become
+-- Makes this server node K of a pg_jobqueue router (guide, "Scaling out"): its job ids become
 -- K * 2^48 + 1 to (K + 1) * 2^48 - 1, so that the router sends every call about a job to the server
 -- that holds it, by the id alone (id >> 48). K is the server's partition number on the router (p0,
 -- p1, ...). Run it once on each server, as a superuser, in the database of pg_jobqueue, before the

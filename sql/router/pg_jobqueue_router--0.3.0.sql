@@ -1,5 +1,5 @@
 -- pg_jobqueue_router 0.3.0: the jq_* functions of pg_jobqueue in a router database. Each call goes
--- with PL/Proxy to one of the servers that run pg_jobqueue (README, "Scaling out"). Workers and
+-- with PL/Proxy to one of the servers that run pg_jobqueue (guide, "Scaling out"). Workers and
 -- producers call the router exactly as they would call one server.
 --
 -- Setup, in the router database, as a superuser:
@@ -60,7 +60,7 @@ SELECT pg_catalog.pg_extension_config_dump('jq_router_spread_queues', '');
 -- Spreading is safe at any time: claims then ask every node, its own included. Placing a queue back
 -- leaves the jobs that other nodes hold unclaimed, and either change moves the jobs of a key to
 -- another node, where they are ordered and limited apart from the jobs already enqueued: change it
--- while the queue is empty (README, "Scaling out").
+-- while the queue is empty (guide, "Scaling out").
 CREATE FUNCTION jq_router_spread(queue_name text, spread boolean DEFAULT true) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, @extschema@, pg_temp
@@ -208,7 +208,7 @@ $$;
 --
 -- A node that fails in the middle of the call (rather than refusing the connection) may have
 -- committed the job before its answer was lost; the copy then made on the next node is a second
--- run of the same work, which at-least-once delivery allows (README, "Scaling out").
+-- run of the same work, which at-least-once delivery allows (guide, "Scaling out").
 CREATE FUNCTION jq_router_enqueue_anywhere(queue_name text, batch boolean, payload jsonb, payloads jsonb[],
                                            priority int, run_at timestamptz, max_attempts int,
                                            expires_at timestamptz)

@@ -14,7 +14,7 @@ ALTER TABLE jq_queues
     ADD CONSTRAINT jq_queues_rate_period_bounded CHECK (jq_setting_interval_ok(rate_period)),
     ADD CONSTRAINT jq_queues_key_rate_period_bounded CHECK (jq_setting_interval_ok(key_rate_period));
 
--- The invariant of every job row, whoever writes it (README, "Tables and views"): max_attempts at
+-- The invariant of every job row, whoever writes it (guide, "Tables and views"): max_attempts at
 -- least 1, attempt_count within it, and a lease (owner and expiry) exactly while the job runs. One
 -- call of a compiled function, not the expression it computes: PostgreSQL reads and compiles a
 -- table's CHECK expressions afresh for each statement that writes the table, so the expression

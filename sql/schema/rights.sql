@@ -1,4 +1,4 @@
--- Rights (README, "Security"). The jq_* functions are the only door: no role but the owner has a
+-- Rights (guide, "Security"). The jq_* functions are the only door: no role but the owner has a
 -- right on the tables, and no function is executable by PUBLIC. jq_grant gives a role a privilege
 -- on a queue (or a prefix pattern) and EXECUTE on the functions that privilege uses; jq_revoke
 -- takes them back. pg_monitor reads every queue's figures and nothing else.
@@ -38,7 +38,7 @@ AS $$
            ('consume', 'jq_claim'), ('consume', 'jq_heartbeat'), ('consume', 'jq_complete'),
            ('consume', 'jq_complete_batch'), ('consume', 'jq_fail'), ('consume', 'jq_progress'),
            ('consume', 'jq_progress_of'), ('consume', 'jq_snooze'),
-           -- A job's outcome: for whoever may put work in or take it out (README, "Results and waiting").
+           -- A job's outcome: for whoever may put work in or take it out (guide, "Results and waiting").
            ('enqueue', 'jq_result'), ('enqueue', 'jq_await'), ('consume', 'jq_result'), ('consume', 'jq_await'),
            ('manage', 'jq_result'), ('manage', 'jq_await'),
            ('manage', 'jq_retry'), ('manage', 'jq_cancel'), ('manage', 'jq_retry_dead'),
@@ -83,7 +83,7 @@ BEGIN
         END IF;
     END LOOP;
     -- USAGE on the schema is jq_grant's to give and jq_revoke's to take back with the last right
-    -- (README, "Security"); the event trigger below takes it back when the extension is dropped.
+    -- (guide, "Security"); the event trigger below takes it back when the extension is dropped.
     IF holds_any THEN
         EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@'::regnamespace, role);
         EXECUTE pg_catalog.format('GRANT SELECT ON jq_queue_stats, jq_queue_health, jq_maintenance TO %s', role);

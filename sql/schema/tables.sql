@@ -42,10 +42,10 @@ CREATE TABLE jq_queues (
     warn_dead_age        interval DEFAULT '1 hour'
                   CONSTRAINT jq_queues_warn_dead_age_not_negative CHECK (warn_dead_age >= interval '0'),
     -- NULL: no limit. Otherwise at most this many jobs of one concurrency key run at once, counting
-    -- jobs whose lease is current (README, "Flow control").
+    -- jobs whose lease is current (guide, "Flow control").
     key_concurrency_limit int
                   CONSTRAINT jq_queues_key_concurrency_limit_positive CHECK (key_concurrency_limit >= 1),
-    -- Rate limits (README, "Flow control"): at most rate_limit claims of the queue's jobs in each
+    -- Rate limits (guide, "Flow control"): at most rate_limit claims of the queue's jobs in each
     -- window of rate_period, and at most key_rate_limit of one concurrency key's in each window of
     -- key_rate_period, windows aligned to the Unix epoch. NULL: no limit. Each is set with its period.
     rate_limit    int
@@ -57,7 +57,7 @@ CREATE TABLE jq_queues (
     key_rate_period interval
                   CONSTRAINT jq_queues_key_rate_period_positive CHECK (key_rate_period > interval '0'),
     -- false: a successful completion deletes the job, with its events and result, instead of
-    -- keeping it in jq_job_history (README, "Queues that keep nothing").
+    -- keeping it in jq_job_history (guide, "Queues that keep nothing").
     keep_succeeded boolean NOT NULL DEFAULT true,
     CONSTRAINT jq_queues_backoff_cap_ge_base CHECK (backoff_cap >= backoff_base),
     CONSTRAINT jq_queues_rate_paired CHECK ((rate_limit IS NULL) = (rate_period IS NULL)),
@@ -65,7 +65,7 @@ CREATE TABLE jq_queues (
 );
 
 -- Queues by number. Every key of the job tables starts with the queue, and an integer is narrower
--- than the name and compares without collation rules (README, "Storage"). A name gets its number
+-- than the name and compares without collation rules (guide, "Storage"). A name gets its number
 -- from the first enqueue into it (src/api/enqueue.rs) and keeps it; rows are never deleted, so a
 -- number never names another queue.
 CREATE SEQUENCE jq_queue_ids_seq AS integer;
@@ -83,7 +83,7 @@ CREATE TABLE jq_queue_ids (
 -- pg_extension_config_dump, so a restored queue never reuses a job id.
 CREATE SEQUENCE jq_jobs_id_seq;
 
--- Storage is split (README, "Storage"): jq_live_jobs holds the jobs that may still change (pending,
+-- Storage is split (guide, "Storage"): jq_live_jobs holds the jobs that may still change (pending,
 -- running, and the dead and cancelled ones a re-drive can bring back); a completion moves its job to
 -- jq_job_history, append-only and partitioned by day. The view jq_jobs shows both as one table.
 -- Claims, heartbeats and the reaper touch only the hot table, whose size is the live work, not
@@ -107,21 +107,21 @@ CREATE TABLE jq_live_jobs (
     last_error_message text,
     dedup_key        text,
     ordering_key     text,
-    concurrency_key  text,          -- claimed key by key in turn (README, "Flow control")
+    concurrency_key  text,          -- claimed key by key in turn (guide, "Flow control")
     created_at       timestamptz NOT NULL,
     finished_at      timestamptz,
-    -- A pending job not claimed before this ends cancelled, EXPIRED (README, "Snooze and
+    -- A pending job not claimed before this ends cancelled, EXPIRED (guide, "Snooze and
     -- deadlines"); NULL: never.
     expires_at       timestamptz,
     -- What the worker last reported with jq_progress; kept across retries, so that a retried
-    -- attempt can resume (README, "Progress and checkpoints").
+    -- attempt can resume (guide, "Progress and checkpoints").
     progress         jsonb
     -- What the table itself enforces, whatever code path changes a row (the attempt budget, and a
     -- lease exactly while the job runs), is the CHECK constraint jq_live_jobs_consistent, added in
     -- constraints.sql once the function it calls exists.
 );
 
--- Seven indexes, each for the statements named (README, "Storage"):
+-- Seven indexes, each for the statements named (guide, "Storage"):
 
 -- The claim index: only pending rows without a concurrency key, keyed in the claim's own order after the queue. A claim walks
 -- it from the claim front and stops after batch_size rows: it never sorts. It also answers the
@@ -133,7 +133,7 @@ CREATE INDEX jq_live_jobs_claim ON jq_live_jobs (queue_id, priority DESC, availa
     WHERE status OPERATOR(pg_catalog.=) 'pending' AND concurrency_key IS NULL;
 
 -- The key claim index: the pending rows with a concurrency key, which claims take key by key in
--- turn (README, "Flow control"), so keyed by key first, then in the claim's own order within the
+-- turn (guide, "Flow control"), so keyed by key first, then in the claim's own order within the
 -- key. A pending job is in exactly one of the two claim indexes: a key costs its jobs nothing more.
 -- The rotation finds the next key with pending jobs by one probe (claim_keys.sql), and a key's
 -- first jobs by one range (claim_keyed.sql).
@@ -181,7 +181,7 @@ ALTER TABLE jq_live_jobs SET (
 );
 
 -- Succeeded jobs, as they were when they completed; never updated. Partitioned by the day (UTC) of
--- finished_at, so that retention truncates and drops a whole day (README, "Storage") instead of
+-- finished_at, so that retention truncates and drops a whole day (guide, "Storage") instead of
 -- deleting rows one by one and leaving vacuum the work. The partitions of the coming days are made by
 -- jq_prune and the background worker (src/api/retention.rs); a completion for which no day partition
 -- exists (maintenance never ran) lands in jq_job_history_default, pruned row by row.
@@ -206,7 +206,7 @@ CREATE TABLE jq_job_history (
     concurrency_key    text,
     expires_at         timestamptz,
     progress           jsonb,
-    -- What the worker completed the job with (README, "Results and waiting").
+    -- What the worker completed the job with (guide, "Results and waiting").
     result             jsonb
 ) PARTITION BY RANGE (finished_at);
 
@@ -268,7 +268,7 @@ CREATE INDEX jq_job_events_job ON jq_job_events (job_id, id);
 
 -- Events are append-only: plain insert-driven vacuum is enough.
 
--- Rights per queue (README, "Security"): a role holds `privilege` on every queue named `queue`, or,
+-- Rights per queue (guide, "Security"): a role holds `privilege` on every queue named `queue`, or,
 -- when `queue` ends in '*', on every queue whose name starts with what comes before it ('*' alone:
 -- every queue). Written by jq_grant and jq_revoke; a statement trigger (sql/schema/rights.sql) tells every
 -- session to forget its cached answers when it changes.
@@ -283,7 +283,7 @@ CREATE TABLE jq_grants (
     PRIMARY KEY (role, queue, privilege)
 );
 
--- One concurrency key's own settings in a queue (README, "Flow control"), set by jq_configure_key:
+-- One concurrency key's own settings in a queue (guide, "Flow control"), set by jq_configure_key:
 -- a limit on its running jobs in place of the queue's key_concurrency_limit (NULL: the queue's),
 -- and its weight in the key rotation, whose turn gives a key of weight w up to w jobs. A key
 -- without a row has the queue's limit and weight 1.
@@ -300,7 +300,7 @@ CREATE TABLE jq_key_settings (
     CONSTRAINT jq_key_settings_pkey PRIMARY KEY (queue_name, concurrency_key)
 );
 
--- What the rate limits counted (README, "Flow control"): for the queue ('') and for each
+-- What the rate limits counted (guide, "Flow control"): for the queue ('') and for each
 -- concurrency key, the claims of the latest window counted. Written only by claims that hold the
 -- queue's or the key's lock (src/api/rates.rs, src/api/keys.rs), so never waited on; a claim that
 -- counts here commits durably, so a crash loses no counted claim whose job a worker was handed.
@@ -313,7 +313,7 @@ CREATE TABLE jq_rate_counts (
 );
 
 -- When a claim last ran each maintenance pass in this database, for databases no background worker
--- serves (README, "Maintenance"): a claim takes a due pass by locking its row (SKIP LOCKED, so no
+-- serves (guide, "Maintenance"): a claim takes a due pass by locking its row (SKIP LOCKED, so no
 -- claim waits for another's) and marking it. The worker's passes are kept in shared memory instead,
 -- so that a pass that finds nothing to do writes nothing. The view jq_maintenance shows both.
 CREATE TABLE jq_maintenance_passes (
@@ -322,7 +322,7 @@ CREATE TABLE jq_maintenance_passes (
 );
 INSERT INTO jq_maintenance_passes (pass, last_at) VALUES ('reap', '-infinity'), ('prune', '-infinity');
 
--- Recurring jobs (README, "Schedules"): each schedule enqueues a job into its queue, with these
+-- Recurring jobs (guide, "Schedules"): each schedule enqueues a job into its queue, with these
 -- job options, at every tick of its cron expression in its time zone. Ticks are made by the
 -- background worker and by jq_reap() (src/api/schedules.rs): a tick pass locks a due row, enqueues
 -- its jobs and moves next_run on in one transaction, so however many tickers race, each tick
@@ -360,7 +360,7 @@ CREATE TABLE jq_schedule_specs (
 -- The tick pass: the due schedules, soonest first.
 CREATE INDEX jq_schedule_specs_due ON jq_schedule_specs (next_run) WHERE NOT paused;
 
--- Fencing tokens that outlive a crash (README, "Durable claims"). A transaction that only claims
+-- Fencing tokens that outlive a crash (guide, "Durable claims"). A transaction that only claims
 -- commits without waiting for its WAL flush, so a crash can lose a claim and the token it handed
 -- out. Every token is therefore at least epoch * 2^32 for the highest epoch here, and the first
 -- claim of each server lifetime (named by `replayed_to` and `timeline`) that has no row yet adds

@@ -29,7 +29,7 @@ WITH clock AS MATERIALIZED (
     FROM jq_live_jobs j JOIN jq_queue_ids n USING (queue_id)
     WHERE j.status OPERATOR(pg_catalog.=) ANY (ARRAY['dead', 'cancelled']::jq_status[]) GROUP BY n.queue_name
 ), keys AS (
-    -- Flow control (README, "Flow control"): each concurrency key's claimable jobs, whether its
+    -- Flow control (guide, "Flow control"): each concurrency key's claimable jobs, whether its
     -- running jobs (under a current lease, as the limit counts them) are at its limit, and whether
     -- its rate's window is used up.
     SELECT n.queue_name, k.due,
@@ -125,18 +125,18 @@ CROSS JOIN LATERAL (
 ) t;
 
 -- Who maintains this database, `worker`, `inline` (claims) or `none`, when each pass last ran,
--- and whether one is overdue (README, "Maintenance").
+-- and whether one is overdue (guide, "Maintenance").
 CREATE VIEW jq_maintenance AS SELECT * FROM jq_maintenance_status();
 
 -- The jobs, and their events, of the queues the caller may manage: what an operator reads to decide
--- on a re-drive or a cancel, without a right on the tables (README, "Security").
+-- on a re-drive or a cancel, without a right on the tables (guide, "Security").
 CREATE VIEW jq_managed_jobs WITH (security_barrier) AS
 SELECT j.* FROM jq_jobs j WHERE jq_has_right(j.queue_name, 'manage');
 
 CREATE VIEW jq_managed_job_events WITH (security_barrier) AS
 SELECT e.* FROM jq_job_events e WHERE jq_has_right(e.queue_name, 'manage');
 
--- The schedules of the queues the caller may manage (README, "Schedules"): each one's settings, its
+-- The schedules of the queues the caller may manage (guide, "Schedules"): each one's settings, its
 -- last and next run (none while paused), and the status of the job it enqueued last.
 CREATE VIEW jq_schedules WITH (security_barrier) AS
 SELECT s.name, s.cron, s.time_zone, s.queue_name, s.payload, s.paused, s.last_run,

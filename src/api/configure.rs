@@ -75,7 +75,7 @@ const KEY_SETTINGS: [&str; 2] = ["concurrency_limit", "weight"];
 
 /// Changes the settings of one concurrency key of the queue named in `settings` (`{"weight": 3}`,
 /// `{"concurrency_limit": 1}`; a null restores the default: the queue's key_concurrency_limit,
-/// weight 1) and returns all of them afterwards (README, "Flow control"). Needs `manage` on the
+/// weight 1) and returns all of them afterwards (guide, "Flow control"). Needs `manage` on the
 /// queue; a bad value is refused with 22023 naming the setting, and then nothing changes.
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]

@@ -19,7 +19,7 @@ const REGISTER: &str = include_str!("../../sql/queries/queue_register.sql");
 
 /// Enqueues one job and returns its id. With a dedup key held by a live (pending or running) job of
 /// the queue, returns that job's id and inserts nothing. A job not claimed before `expires_at` ends
-/// cancelled, EXPIRED (README, "Snooze and deadlines").
+/// cancelled, EXPIRED (guide, "Snooze and deadlines").
 // Its C symbol is new in 0.3.0, whose arguments 0.2.0's definition lacks: `upgrade::jq_enqueue`
 // keeps the old one.
 #[pg_extern(name = "jq_enqueue", volatile, parallel_unsafe)]
@@ -172,7 +172,7 @@ fn jq_enqueue_jobs(
 }
 
 /// What an enqueue tells the claims of this session and the others: a job without a concurrency
-/// key lowers the claim front (README, "Old snapshots") at commit; one with a key is for the key
+/// key lowers the claim front (guide, "Old snapshots") at commit; one with a key is for the key
 /// rotation, which this session then looks at on its next claim.
 fn after_insert(queue_name: &str, first: Key, ordered: bool, keyed: bool) {
     if keyed {

@@ -1,4 +1,4 @@
-//! The key rotation (README, "Flow control"): jobs with a concurrency key are claimed key by key in
+//! The key rotation (guide, "Flow control"): jobs with a concurrency key are claimed key by key in
 //! turn, a key's running jobs within the queue's `key_concurrency_limit`.
 //!
 //! Each session keeps its own place in each queue's rotation: the keys with pending jobs, in key
@@ -14,7 +14,7 @@
 //! 27249), in memory: nothing is written for them, and no SQL function can take them. They live in
 //! PostgreSQL's lock table, which every database of the server shares, so one transaction keeps at
 //! most `max_locks_per_transaction` of them: a transaction that already holds that many passes
-//! further keys over, as if another claimer held them, until it ends (README, "Flow control").
+//! further keys over, as if another claimer held them, until it ends (guide, "Flow control").
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};

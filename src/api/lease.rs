@@ -94,7 +94,7 @@ fn jq_heartbeat(
     })
 }
 
-/// Completes the job, keeping `result` with it in the history (README, "Results and waiting").
+/// Completes the job, keeping `result` with it in the history (guide, "Results and waiting").
 // Its C symbol is new in 0.3.0, whose `result` 0.2.0's definition lacks: `upgrade::jq_complete`
 // keeps the old one.
 #[pg_extern(name = "jq_complete", volatile, parallel_unsafe)]
@@ -131,7 +131,7 @@ fn jq_complete_job(
 }
 
 /// Counts a completion; one of a job with a concurrency key also frees a slot of its key, which
-/// wakes the queue's waiting claims when the transaction commits (README, "Flow control").
+/// wakes the queue's waiting claims when the transaction commits (guide, "Flow control").
 fn count_completion(queue_name: &str, claimed_at: TimestampWithTimeZone, now: TimestampWithTimeZone, keyed: bool) {
     counters::completed(queue_name, micros(now) - micros(claimed_at));
     if keyed {
@@ -256,7 +256,7 @@ fn jq_fail(
 /// it) and a lease exactly while the job runs. A function rather than the expression it computes:
 /// PostgreSQL reads and compiles a table's CHECK expressions afresh for every statement that writes
 /// it, and the expression, written out, cost each enqueue, claim and completion 6 to 7 µs where this
-/// call costs about 2 (README, "Operations notes"). Its path is not pinned, unlike every other
+/// call costs about 2 (guide, "Operations notes"). Its path is not pinned, unlike every other
 /// function's: it runs no statement and looks up no name (the label by its oid only), so a path
 /// would guard nothing, and the switch to it would be paid for every row written.
 #[pg_extern(immutable, parallel_safe, strict)]
@@ -366,7 +366,7 @@ mod tests {
         assert_eq!(one::<i64>("SELECT count(*) FROM jq_complete_batch(ARRAY[]::bigint[], 'w', ARRAY[]::bigint[])"), 0);
     }
 
-    /// An expired lease is judged by the clock at the call, not the transaction start (README, "Why
+    /// An expired lease is judged by the clock at the call, not the transaction start (guide, "Why
     /// leases and fencing tokens"). This whole test is one transaction, so now() stays at its start while the lease runs out.
     #[pg_test]
     fn lease_expiry_is_judged_at_the_time_of_each_call() {

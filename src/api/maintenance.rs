@@ -1,4 +1,4 @@
-//! Maintenance that cannot stop silently (README, "Maintenance"): what keeps each database's
+//! Maintenance that cannot stop silently (guide, "Maintenance"): what keeps each database's
 //! queues moving (reaping expired leases, expiring jobs, the schedules' ticks, retention and the
 //! day partitions of history), who does it, and when it last ran.
 //!

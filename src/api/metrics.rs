@@ -149,7 +149,7 @@ fn counter_families(out: &mut String) {
         }
     }
     // Preloaded, every shared-memory table; without preload only the claim fronts, which live in
-    // a segment of their own then (README, "Preload, or not").
+    // a segment of their own then (guide, "Set up": "Preload, or not").
     let tables: &[Table] = if crate::guc::preloaded() {
         &Table::ALL
     } else if front::in_shared_memory() {

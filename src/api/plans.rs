@@ -267,7 +267,7 @@ mod tests {
         }
     }
 
-    /// A claim statement has a plan node only for what its queue uses (README, "jq_configure"):
+    /// A claim statement has a plan node only for what its queue uses (guide, "jq_configure"):
     /// none reads the settings, which the session keeps, nor the rates' counts; and only a queue
     /// that has had a job with an ordering key (`ordered`) has the ordering-key check's.
     fn assert_sized_to_the_queue(plan: &serde_json::Value, ordered: bool) {

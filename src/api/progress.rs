@@ -1,5 +1,5 @@
 //! The lease holder's verbs that keep the job: jq_progress reports how far it got (and
-//! jq_progress_of reads it back), jq_snooze puts it back for later (README, "Progress and checkpoints", "Snooze and deadlines"). Fenced like
+//! jq_progress_of reads it back), jq_snooze puts it back for later (guide, "Progress and checkpoints", "Snooze and deadlines"). Fenced like
 //! jq_heartbeat: each acts only while the job runs under this worker's unexpired lease with this
 //! token, and otherwise changes nothing and returns false. The caller needs `consume` on the job's
 //! queue, checked before anything is read or touched, as in `lease`.

@@ -1,4 +1,4 @@
-//! Rate limits (README, "Flow control"): at most `rate_limit` claims of a queue's jobs in each
+//! Rate limits (guide, "Flow control"): at most `rate_limit` claims of a queue's jobs in each
 //! window of `rate_period`, and at most `key_rate_limit` of one concurrency key's in each window of
 //! `key_rate_period`. Windows are aligned to the Unix epoch (for a second: each second of the
 //! database clock), and the clock of each claim decides its window.

@@ -43,7 +43,7 @@ thread_local! {
 /// Reaps up to `max_jobs` expired leases in one statement; returns how many it reaped. Rows that a
 /// worker holds locked right now (it is completing them) are skipped, not waited for. Then cancels
 /// up to `max_jobs` pending jobs past their `expires_at`, and makes the schedules' due ticks
-/// (README, "Schedules"). Maintenance of every queue: only those
+/// (guide, "Schedules"). Maintenance of every queue: only those
 /// the owner grants EXECUTE may call it.
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
@@ -243,7 +243,7 @@ mod tests {
 
     /// Without a background worker (this test server does not preload the library), a claim inside
     /// a transaction block (as every test here is) first reaps expired leases of its own queue, and
-    /// only of its own queue (README, "Maintenance"); a claim that is its own transaction takes the
+    /// only of its own queue (guide, "Maintenance"); a claim that is its own transaction takes the
     /// database's passes (tests/harness/tests/maintenance.rs).
     #[pg_test]
     fn a_claim_in_a_transaction_block_recovers_expired_leases_of_its_queue() {

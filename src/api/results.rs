@@ -1,4 +1,4 @@
-//! A job's outcome (README, "Results and waiting"): jq_result reads it, jq_await waits for it.
+//! A job's outcome (guide, "Results and waiting"): jq_result reads it, jq_await waits for it.
 //!
 //! Either needs `enqueue`, `consume` or `manage` on the job's queue: whoever may put work in or
 //! take it out may read what became of it. The queue is known only from the row, so the row is
@@ -67,9 +67,9 @@ fn jq_result(
 /// Waits up to `wait` for the job to finish (succeeded, dead or cancelled) and returns what
 /// jq_result would then; no row if it has not finished in time, or does not exist. A job this call
 /// saw unfinished in a queue that keeps no succeeded job, and then finds gone, succeeded: its
-/// completion deleted it (README, "Queues that keep nothing"), and it has no result. Woken by the
+/// completion deleted it (guide, "Queues that keep nothing"), and it has no result. Woken by the
 /// finishing commit through shared memory when the library is preloaded, and polling otherwise;
-/// sleeps without a snapshot horizon where it can (as a waiting claim does: README, "Wake-ups").
+/// sleeps without a snapshot horizon where it can (as a waiting claim does: guide, "Wake-ups").
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 #[allow(clippy::type_complexity)]
@@ -175,7 +175,7 @@ mod tests {
         assert_eq!(one::<i64>("SELECT count(*) FROM jq_result(999999)"), 0, "no such job: no row");
     }
 
-    /// README, "Queues that keep nothing": a successful completion deletes the job, its events
+    /// guide, "Queues that keep nothing": a successful completion deletes the job, its events
     /// and its result, one by one and in a batch; a failure still keeps the job, and a queue that
     /// keeps its jobs is not touched.
     #[pg_test]

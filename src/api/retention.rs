@@ -1,7 +1,7 @@
 //! jq_prune: retention, bounded by `max_jobs` so that a large backlog is worked off in short
 //! transactions. The background reaper runs the same `prune` every `pg_jobqueue.prune_interval`.
 //!
-//! Succeeded jobs live in jq_job_history, one partition per day (README, "Storage"). A prune first
+//! Succeeded jobs live in jq_job_history, one partition per day (guide, "Storage"). A prune first
 //! makes the partitions of the coming days, then truncates and drops each day that every queue in it
 //! keeps no longer (no rows deleted, nothing left for vacuum), then deletes row by row what no whole
 //! day took: jobs of a queue with a shorter retention than another of its day, jobs in the default

@@ -1,4 +1,4 @@
-//! The SQL side of the rights (README, "Security"): the figures views' row filter, the question a
+//! The SQL side of the rights (guide, "Security"): the figures views' row filter, the question a
 //! client may ask before it acts (the trigger that makes every session forget its cached answers
 //! when `jq_grants` changes is `settings::jq_table_changed`). jq_grant and jq_revoke are PL/pgSQL, in
 //! `sql/schema/rights.sql`; the model itself is `crate::rights`.

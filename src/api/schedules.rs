@@ -1,4 +1,4 @@
-//! Schedules (README, "Schedules"): recurring jobs kept in the database. jq_schedule creates or
+//! Schedules (guide, "Schedules"): recurring jobs kept in the database. jq_schedule creates or
 //! replaces one; jq_unschedule, jq_pause_schedule and jq_resume_schedule drop, pause and resume it;
 //! jq_cron_next previews an expression; the view jq_schedules lists them. Each needs `manage` on
 //! the schedule's queue (jq_cron_next, which reads nothing, any right).

@@ -1,5 +1,5 @@
 //! A queue's settings as a claim or an enqueue applies them, read once per session and kept until they change
-//! (README, "jq_configure"). A change of jq_queues, by jq_configure or by a direct UPDATE, fires
+//! (guide, "jq_configure"). A change of jq_queues, by jq_configure or by a direct UPDATE, fires
 //! the table's statement trigger, which sends an invalidation of the table to every session at
 //! commit (to this one at the end of the command); so does a change of jq_queue_ids: a queue's
 //! first enqueue, which gives it its number, or one that sets its `ordering_keys`
@@ -36,17 +36,17 @@ pub struct Settings {
     /// The queue's number; None before its first enqueue (then nothing is kept: the next claim
     /// reads again).
     pub queue_id: Option<i32>,
-    /// Some job of the queue has had an ordering key (README, "Ordering keys"); never cleared.
+    /// Some job of the queue has had an ordering key (guide, "jq_enqueue": `ordering_key`); never cleared.
     pub ordering_keys: bool,
     pub default_lease: Interval,
     pub max_runtime: Option<Interval>,
     pub paused: bool,
     pub concurrency_limit: Option<i32>,
-    /// None: no job starves (README, "Fairness").
+    /// None: no job starves (guide, "Fairness").
     pub starvation_limit: Option<Interval>,
     pub starvation_limit_us: Option<i64>,
     pub rates: Rates,
-    /// Whether committed enqueues send NOTIFY (README, "Wake-ups"); None: while someone listens.
+    /// Whether committed enqueues send NOTIFY (guide, "Wake-ups"); None: while someone listens.
     pub notify: Option<bool>,
     /// The attempts of a job enqueued without its own `max_attempts`.
     pub max_attempts: i32,
@@ -125,7 +125,7 @@ pub fn queue_name(queue_id: i32) -> spi::Result<String> {
     Ok(name)
 }
 
-/// Whether some queue keeps no succeeded job (README, "Queues that keep nothing"): only then need
+/// Whether some queue keeps no succeeded job (guide, "Queues that keep nothing"): only then need
 /// a completion look at its queue's setting, and delete the job's events.
 pub fn any_keeps_nothing() -> spi::Result<bool> {
     if let Some(known) = ANY_KEEPS_NOTHING.get() {

@@ -1,4 +1,4 @@
-//! Fencing tokens that outlive a crash (README, "Durable claims").
+//! Fencing tokens that outlive a crash (guide, "Durable claims").
 //!
 //! A transaction whose only writes are claims and heartbeats commits without waiting for its WAL
 //! flush (`shared::xact::lease_write`). A crash can then lose a claim after its token was handed
@@ -20,7 +20,7 @@
 //!
 //! A promoted standby is a new lifetime too (its timeline is new), but with asynchronous
 //! replication it may never have seen the old primary's latest epoch rows. So an epoch is also at
-//! least `(timeline - 1) << 16`: every epoch of the old timeline stays below it (README,
+//! least `(timeline - 1) << 16`: every epoch of the old timeline stays below it (guide,
 //! "Failover").
 
 use std::cell::Cell;
@@ -115,7 +115,7 @@ mod tests {
     use crate::testing::*;
 
     /// A promoted standby's first epoch is above every epoch of the timeline before, even when the
-    /// rows of the old primary's last lifetimes never reached it (README, "Failover").
+    /// rows of the old primary's last lifetimes never reached it (guide, "Failover").
     #[pg_test]
     fn a_new_timeline_starts_above_every_epoch_of_the_one_before() {
         run(&format!("PREPARE bump(bigint, bigint) AS {BUMP}"));

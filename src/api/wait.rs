@@ -22,7 +22,7 @@ pub(crate) const NEXT_DUE: &str = concat!(
 );
 
 /// What one look found, and when to look again at the latest besides the queue's next due job
-/// (a rate window that opens then, README "Flow control").
+/// (a rate window that opens then, guide "Flow control").
 pub struct Look<T> {
     pub found: Vec<T>,
     pub again_at: Option<pg_sys::TimestampTz>,
@@ -108,7 +108,7 @@ fn next_due(queue_name: &str) -> spi::Result<Option<Duration>> {
 /// (`SELECT * FROM jq_claim(...)` reads only the function's result), it runs outside a transaction
 /// block, and its portal is the session's only one (no cursor, held or not, and no suspended portal
 /// of the extended protocol). Anything else keeps its horizon while it sleeps, which is correct but
-/// holds back VACUUM; the README says so ("Wake-ups").
+/// holds back VACUUM; the guide says so ("Wake-ups").
 pub(crate) fn may_release_snapshot_horizon() -> bool {
     // SAFETY: reads of the transaction and portal state (see each function).
     unsafe {

@@ -1,4 +1,4 @@
-//! Wake-ups for callers waiting for a job to finish (`jq_await`; README, "Results and waiting"),
+//! Wake-ups for callers waiting for a job to finish (`jq_await`; guide, "Results and waiting"),
 //! when the library is preloaded: a generation counter and condition variable per slot in shared
 //! memory, jobs mapped to slots by hash, like the queues' wake-ups (`wake`). Two jobs sharing a
 //! slot only wake each other's waiters spuriously, and a spurious wake costs one look: this is the

@@ -1,5 +1,5 @@
 //! The claim front: per queue, a key in claim order below which no job is claimable, so that a
-//! claim starts its index walk there instead of at the queue's first entry (README, "Old
+//! claim starts its index walk there instead of at the queue's first entry (guide, "Old
 //! snapshots").
 //!
 //! Why: a claimed job leaves the claim index only when vacuum removes its old entry, and vacuum
@@ -134,7 +134,7 @@ struct Slot {
     looked_from_bottom: pg_sys::TimestampTz,
     /// When a claim of the owning queue last read it.
     last_read: pg_sys::TimestampTz,
-    /// The fairness bound (README, "Fairness"): before this time no pending job of the queue can
+    /// The fairness bound (guide, "Fairness"): before this time no pending job of the queue can
     /// have waited past its starvation limit, so claims may leave out the fairness check.
     /// `i64::MIN`: not known.
     fair_until: pg_sys::TimestampTz,

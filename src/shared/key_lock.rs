@@ -1,4 +1,4 @@
-//! The key locks (README, "Flow control"): one per queue and concurrency key, taken without
+//! The key locks (guide, "Flow control"): one per queue and concurrency key, taken without
 //! waiting by the claims of the key rotation (`api::keys`), and the key "" of a queue for its rate
 //! (`api::rates`). They are advisory locks of their own kind in PostgreSQL's lock table
 //! (`pg_locks`: locktype `advisory`, objsubid 27249), which every backend shares, preloaded or not:

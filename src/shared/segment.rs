@@ -1,4 +1,4 @@
-//! Shared memory without preload (README, "Old snapshots"): one dynamic shared memory segment,
+//! Shared memory without preload (guide, "Old snapshots"): one dynamic shared memory segment,
 //! made by the first backend that needs it and pinned until the server stops, for the parts that
 //! must be shared in every install.
 //!

@@ -1,4 +1,4 @@
-//! The databases the background worker maintains (README, "Maintenance"), in shared memory: one
+//! The databases the background worker maintains (guide, "Maintenance"), in shared memory: one
 //! slot per database a worker serves, with the worker's pid and when each of its passes last ran;
 //! the databases a backend is dropping, renaming or copying right now (holds), which no worker may
 //! connect to meanwhile; and the databases whose extension was just created (wanted), for the

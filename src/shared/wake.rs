@@ -126,7 +126,7 @@ pub fn at_commit(queue_name: &str) {
 
 /// NOTIFY is transactional: PostgreSQL delivers it at commit, drops it on rollback (of the
 /// transaction or of the subtransaction that sent it), and folds duplicates within a transaction
-/// into one, which gives "at most one per queue per transaction" (README, "Wake-ups").
+/// into one, which gives "at most one per queue per transaction" (guide, "Wake-ups").
 fn send_notify(queue_name: &str) {
     let channel = format!("jq_{queue_name}");
     // SAFETY: pg_notify takes two text arguments, which these datums are.

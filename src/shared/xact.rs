@@ -4,7 +4,7 @@
 //! back, though the transaction around it commits, and belongs to its parent when it is released.
 //!
 //! The same hook lets a transaction whose only writes are claims and heartbeats commit without
-//! waiting for its WAL flush (`lease_write`; README, "Durable claims").
+//! waiting for its WAL flush (`lease_write`; guide, "Durable claims").
 //!
 //! An action is kept with the nesting level of the (sub)transaction that asked for it. When a
 //! subtransaction at level L is released, its actions (level >= L: its own and its released
@@ -79,7 +79,7 @@ pub fn lease_write<R>(f: impl FnOnce() -> R) -> R {
 
 /// Makes this transaction commit as durably as the server is configured, whatever `lease_write`
 /// saw: for a write inside a lease write that a crash must not lose (a rate limit's count of the
-/// claim it is part of: README, "Flow control").
+/// claim it is part of: guide, "Flow control").
 pub fn durable() {
     hook();
     WRITES.set(Writes::Other);

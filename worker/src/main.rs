@@ -38,7 +38,7 @@ const PLAIN_CLAIM: &str = "SELECT id, payload::text, attempt_count, lease_token,
      extract(epoch FROM lease_expires_at - clock_timestamp())::float8 \
      FROM jq_claim($1, $2, make_interval(secs => $3), 1)";
 /// No pending (claimable now or scheduled) and no running job. Read from jq_queue_stats, whose row of
-/// the queue every right on it shows (README, "Security"): a role with only `consume` may not read
+/// the queue every right on it shows (guide, "Security"): a role with only `consume` may not read
 /// jq_jobs.
 const QUEUE_DRAINED: &str = "SELECT NOT EXISTS (SELECT 1 FROM jq_queue_stats \
      WHERE queue_name = $1 AND pending + scheduled + running > 0)";

@@ -1,5 +1,5 @@
 //! `--metrics ADDRESS`: jq-worker answers a Prometheus scrape of `GET /metrics` with what
-//! `jq_metrics()` returns (the text exposition format 0.0.4; README, "Operating"), so that a
+//! `jq_metrics()` returns (the text exposition format 0.0.4; guide, "Operating"), so that a
 //! Prometheus that scrapes its workers needs no exporter. One thread serves the scrapes one at a
 //! time, on a connection of its own, opened at the first scrape and again after an error; the
 //! slots' connections are never used for it.

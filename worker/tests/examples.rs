@@ -165,7 +165,7 @@ fn the_python_worker_keeps_its_lease_across_a_server_restart() {
     assert_eq!(events(&mut client, id), Vec::<String>::new(), "the lease never expired");
 }
 
-/// `--once-empty` for a role with only the `consume` right on the queue (README, "Security"), which
+/// `--once-empty` for a role with only the `consume` right on the queue (guide, "Security"), which
 /// may not read jq_jobs: the worker drains the queue, a job scheduled for later included, and exits 0.
 #[test]
 fn the_python_worker_once_empty_needs_only_the_consume_right() {

@@ -1,4 +1,4 @@
-//! Failover with real servers (README, "Failover"): a primary and an asynchronous streaming standby
+//! Failover with real servers (guide, "Failover"): a primary and an asynchronous streaming standby
 //! on this machine, and workers (jq-worker, and the Python example) that reach both through one
 //! multi-host connection string with `target_session_attrs=read-write`. Streaming is cut, the old
 //! primary goes on claiming and completing (and even crashes and starts a new server lifetime, with

@@ -1,5 +1,5 @@
 //! jq-worker's `--metrics`: a real Prometheus (Debian's `prometheus`) scrapes the worker, and the
-//! queue's counters it stores are the server's (README, "Operating").
+//! queue's counters it stores are the server's (guide, "Operating").
 
 mod common;
 

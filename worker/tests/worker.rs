@@ -148,7 +148,7 @@ fn crash_and_sigterm_lose_no_job() {
     }
 }
 
-/// `--once-empty` for a role with only the `consume` right on the queue (README, "Security"), which
+/// `--once-empty` for a role with only the `consume` right on the queue (guide, "Security"), which
 /// may not read jq_jobs: the worker drains the queue, a job scheduled for later included, and exits
 /// 0, its drain check never refused.
 #[test]

@@ -1,4 +1,4 @@
--- The ordering-key check (README, "Ordering keys"): a job with an ordering key waits while another
+-- The ordering-key check (guide, "jq_enqueue": `ordering_key`): a job with an ordering key waits while another
 -- job of its key runs or an earlier one is pending. The one copy of it: each claim statement has,
 -- where it walks pending jobs `j`, the line `-- ordering key check`, which src/api/claim/take.rs
 -- replaces with this condition, or, for a queue that has never had a job with an ordering key,

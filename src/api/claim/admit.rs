@@ -1,4 +1,4 @@
-//! The claim's second stage: flow control (README, "Flow control"). The queue's rate says how
+//! The claim's second stage: flow control (guide, "Flow control"). The queue's rate says how
 //! many jobs this claim may take, under the queue's rate lock (`api::rates`); a queue whose
 //! settings have a concurrency limit is claimed from only within its free slots, counted under the
 //! queue's row lock (`free_slots`), which queues without one never take. The key limits and key

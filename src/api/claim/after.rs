@@ -1,6 +1,6 @@
 //! The claim's last stage: what follows the jobs taken. The queue's rate counts them
 //! (`admit::count`); the claim front and fairness bound learn what the claim proved
-//! (`shared::front`, README "Old snapshots" and "Fairness"); the counters count each claim's wait;
+//! (`shared::front`, guide "Old snapshots" and "Fairness"); the counters count each claim's wait;
 //! and the jobs come back in claim order.
 
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
@@ -54,7 +54,7 @@ pub(super) fn claimed(
     if let Some(seen) = front.seen {
         move_front(queue_name, &seen, &unkeyed, now)?;
     }
-    // Jobs with a concurrency key follow, in claim order among themselves (README, "Flow control").
+    // Jobs with a concurrency key follow, in claim order among themselves (guide, "Flow control").
     unkeyed.sort_unstable_by_key(|claimed| claimed.order);
     keyed.sort_unstable_by_key(|claimed| claimed.order);
     unkeyed.extend(keyed);
@@ -65,7 +65,7 @@ pub(super) fn claimed(
     Ok(Look { found: unkeyed.into_iter().map(|claimed| claimed.job).collect(), again_at })
 }
 
-/// Moves the queue's claim front up after a claim that read it as `seen` (README, "Old snapshots";
+/// Moves the queue's claim front up after a claim that read it as `seen` (guide, "Old snapshots";
 /// the rules are in `shared::front`). The lowest job this claim took in priority order proves the
 /// front when it is on the front's priority: everything between was due, and this claim's walk
 /// passed it as running, locked or too new for its snapshot (whose lowering `front` checks).

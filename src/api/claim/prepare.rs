@@ -52,7 +52,7 @@ pub(super) fn start(queue_name: &str, waiting: bool, now: TimestampWithTimeZone)
 pub(super) struct Front {
     /// None without preload, or with `pg_jobqueue.claim_front` off.
     pub seen: Option<front::Seen>,
-    /// The fairness bound (README, "Fairness"): the queue's, in shared memory; without preload,
+    /// The fairness bound (guide, "Fairness"): the queue's, in shared memory; without preload,
     /// this session's own.
     pub fair: bool,
     pub preloaded: bool,

@@ -261,7 +261,7 @@ mod unit {
         }
     }
 
-    /// The ordering-key check (README, "Ordering keys") has one source, taken in at each place a
+    /// The ordering-key check (guide, "jq_enqueue": `ordering_key`) has one source, taken in at each place a
     /// claim statement walks pending jobs; a statement without it takes no job with an ordering
     /// key at each of those places, and differs from the one with it in nothing else.
     #[test]

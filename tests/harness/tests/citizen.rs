@@ -1,4 +1,4 @@
-//! A good citizen of the cluster (README, "Maintenance" and "Set up"): with the library preloaded,
+//! A good citizen of the cluster (guide, "Maintenance" and "Set up"): with the library preloaded,
 //! a statement that calls no jq_* function fails exactly as it does on a server without the
 //! library, with every field a driver sees (SQLSTATE, message, DETAIL, HINT, CONTEXT, position,
 //! schema, table, column, constraint, and the server's file, line and routine), in a database with

@@ -1,4 +1,4 @@
-//! Durable claims (README, "Durable claims"): a transaction that only claims or heartbeats commits
+//! Durable claims (guide, "Durable claims"): a transaction that only claims or heartbeats commits
 //! without waiting for its WAL flush, any other write keeps the commit as durable as configured,
 //! and a crash that loses claims never lets a token be handed out twice.
 
@@ -39,7 +39,7 @@ fn commits_without_waiting(cluster: &Cluster, admin: &mut Client, sql: &'static 
 #[test]
 fn only_a_transaction_that_only_claims_or_heartbeats_skips_its_flush() {
     // Without a background worker, a claim that is its own transaction may also take a
-    // maintenance pass of the database (README, "Maintenance"), whose writes keep its commit
+    // maintenance pass of the database (guide, "Maintenance"), whose writes keep its commit
     // durable: claims here take none, so that each probe is what it says.
     let cluster = Cluster::start_with(&["pg_jobqueue.inline_reap_max = 0"]);
     let mut admin = cluster.connect();

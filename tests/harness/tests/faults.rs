@@ -38,7 +38,7 @@ fn reclaim(client: &mut Client, queue: &str, id: i64, worker: &str) -> i64 {
 
 /// The abandoned job `id` is reaped, claimed again by a rescuer and completed: its second attempt,
 /// under a later fencing token (the second, or above a new token epoch after a server reset; see
-/// README, "Durable claims").
+/// guide, "Durable claims").
 fn assert_rescued(client: &mut Client, queue: &str, id: i64) {
     let token = reclaim(client, queue, id, "rescuer");
     assert!(token >= 2, "the rescuer's token {token} is not above the abandoned one");
@@ -54,7 +54,7 @@ fn assert_rescued(client: &mut Client, queue: &str, id: i64) {
 /// truncation of the hot table's emptied end, or extending a table), so a lock_timeout, which
 /// ends any wait, is not the test. One wait for a row is PostgreSQL's own as well, and is counted
 /// and shown but allowed: the lock of a newer version of a row the claim found pending, which
-/// PostgreSQL takes without SKIP LOCKED (README, "jq_claim": its CONTEXT says "while locking updated
+/// PostgreSQL takes without SKIP LOCKED (guide, "jq_claim": its CONTEXT says "while locking updated
 /// version").
 #[test]
 fn boundary_1_sixteen_claimers_grant_each_lease_once_without_waiting() {

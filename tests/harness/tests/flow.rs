@@ -1,4 +1,4 @@
-//! Flow control under faults (README, "Flow control"): sixteen claimers over 1,000 concurrency keys
+//! Flow control under faults (guide, "Flow control"): sixteen claimers over 1,000 concurrency keys
 //! with limits of 1 to 5 (one key with a backlog of 600 jobs, the others 3 each), a queue rate, workers whose connections are terminated, workers that
 //! stall past their lease. Checked over the whole run: no key ever ran more jobs under a current
 //! lease than its limit (a sampler reads the running jobs of every key in one snapshot, over and

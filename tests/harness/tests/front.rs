@@ -1,4 +1,4 @@
-//! The claim front (README, "Old snapshots"): a claim starts its walk of the claim index at its
+//! The claim front (guide, "Old snapshots"): a claim starts its walk of the claim index at its
 //! queue's front instead of the queue's first entry, so the entries an old snapshot keeps cost
 //! nothing; and whatever makes a job pending below the front lowers it first, so the next claim
 //! still takes the first job in claim order. With the library preloaded the fronts live in the
@@ -396,7 +396,7 @@ fn a_job_made_to_starve_outside_the_functions_is_claimed_first_within_a_second()
     });
 }
 
-/// `jq_metrics()` reports the queues that found no claim front (README, "Operating"), preloaded
+/// `jq_metrics()` reports the queues that found no claim front (guide, "Operating"), preloaded
 /// or not: without preload the fronts are in a segment of their own, and the line was missing.
 #[test]
 fn the_metrics_report_refused_claim_fronts_with_or_without_preload() {

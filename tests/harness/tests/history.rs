@@ -1,4 +1,4 @@
-//! Storage split (README, "Storage"): a completed job leaves the hot table for the history, which
+//! Storage split (guide, "Storage"): a completed job leaves the hot table for the history, which
 //! keeps it under the same id, and retention takes whole days of history at once. Each test says
 //! what it would have caught.
 

@@ -1,4 +1,4 @@
-//! Installing a new build on a running server (README, "Install"): `scripts/install.sh` writes
+//! Installing a new build on a running server (guide, "Install"): `scripts/install.sh` writes
 //! each file beside the installed one and renames it over, so the backends that mapped the old
 //! library keep it, new backends load the new one, and nothing runs on code rewritten under it.
 

@@ -1,4 +1,4 @@
-//! Look-alikes derived from the statements themselves (README, "Security": a function or operator
+//! Look-alikes derived from the statements themselves (guide, "Security": a function or operator
 //! another role creates in `public` can never be picked over PostgreSQL's own): whatever another
 //! role creates in `public`, where the extension lives, nothing it made runs inside pg_jobqueue,
 //! and no statement or stored expression of the extension refers to it.
@@ -463,7 +463,7 @@ fn message_of(e: &postgres::Error) -> String {
 fn exercise(cluster: &Cluster, db: &str, errors: &mut Vec<String>) {
     let mut owner = Caller::new(cluster, db, "postgres");
     // The database's first claim of this server's lifetime, a waiting one: it looks for a due job
-    // before it writes the token epoch (README, "Durable claims").
+    // before it writes the token epoch (guide, "Durable claims").
     owner.rows(errors, "SELECT * FROM jq_claim('empty', 'w', wait => interval '100 milliseconds')");
     for sql in [
         r#"SELECT jq_configure('mail', '{"max_attempts": 3, "backoff_base": "1 second", "retention": "1 hour"}')"#,
@@ -628,7 +628,7 @@ fn exercise(cluster: &Cluster, db: &str, errors: &mut Vec<String>) {
         "SELECT jq_setting_interval_ok(interval '1 day')",
         "SELECT jq_reap()",
         "SELECT jq_reap(100)",
-        // A day of history long past (README, "Storage"), which the prune drops.
+        // A day of history long past (guide, "Storage"), which the prune drops.
         "CREATE TABLE jq_job_history_20000101 PARTITION OF jq_job_history
              FOR VALUES FROM ('2000-01-01 00:00:00+00') TO ('2000-01-02 00:00:00+00')",
         "SELECT jq_prune()",
@@ -704,7 +704,7 @@ fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
 
 /// The background worker's passes, each seen done: a lease reaped, a job past its deadline
 /// cancelled, a schedule's tick, and a prune that drops a day of history long past.
-/// With the worker turned off, a claim takes the database's maintenance passes (README,
+/// With the worker turned off, a claim takes the database's maintenance passes (guide,
 /// "Maintenance"), which then run from the claim's own statements.
 fn claims_maintain(cluster: &Cluster, db: &str, errors: &mut Vec<String>) {
     let mut admin = Caller::new(cluster, db, "postgres");

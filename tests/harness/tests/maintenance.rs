@@ -1,4 +1,4 @@
-//! Maintenance in every database that has the extension (README, "Maintenance"): the background
+//! Maintenance in every database that has the extension (guide, "Maintenance"): the background
 //! worker finds databases created after the server started, with no setting naming them; it never
 //! stands in the way of `DROP DATABASE`, a rename or a copy; its workers are bounded; and
 //! `jq_maintenance` says when nothing maintains a database. Without preload, claims do the passes.

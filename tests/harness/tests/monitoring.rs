@@ -1,4 +1,4 @@
-//! Monitoring that plugs in (README, "Operating"): Debian's postgres_exporter scrapes a real
+//! Monitoring that plugs in (guide, "Operating"): Debian's postgres_exporter scrapes a real
 //! server with monitoring/postgres_exporter.yaml, as a role that is only a member of pg_monitor,
 //! and every figure of its queues comes out as a series; the alert rules of monitoring/alerts.yml
 //! fire, under `promtool test rules`, on exactly the series that exporter produced and that warn.

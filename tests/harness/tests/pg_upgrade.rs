@@ -1,4 +1,4 @@
-//! pg_upgrade from PostgreSQL 15 to 18 keeps a queue as it was (README, "Install"): its jobs, the
+//! pg_upgrade from PostgreSQL 15 to 18 keeps a queue as it was (guide, "Install"): its jobs, the
 //! leases held and their fencing tokens, its history and its id sequence. On 18 a lease held before
 //! the upgrade completes, a report with a token taken over before it is refused, and a job claimed
 //! again gets a higher token than any it had on 15. Needs the library installed for both versions (`make
@@ -10,7 +10,7 @@ use jq_harness::{as_postgres, pg_dir_of, text_rows, Client, Cluster};
 
 const PRELOAD: &str = "shared_preload_libraries = 'pg_jobqueue'";
 
-/// What README "Upgrading PostgreSQL" has a DBA run in each database before pg_upgrade from 15.20.
+/// What guide "Upgrading PostgreSQL" has a DBA run in each database before pg_upgrade from 15.20.
 const DROP_ATTVER: &str = "UPDATE pg_catalog.pg_attribute
      SET attoptions = nullif(ARRAY(SELECT o FROM unnest(attoptions) AS o WHERE o NOT LIKE 'pg_attver=%'), '{}')
      WHERE attoptions::text LIKE '%pg_attver=%' AND attrelid >= 16384";
@@ -94,7 +94,7 @@ fn pg_upgrade_from_15_to_18_keeps_jobs_leases_and_tokens() {
     // PostgreSQL 15.20 (Debian's 15.20-0+deb12u1, this machine's) stamps every column of every
     // table with an option `pg_attver`, which 18.6 does not know: pg_upgrade's restore of any table
     // fails on it ("unrecognized parameter"), with or without pg_jobqueue. Until 18 knows it, the
-    // option goes before the upgrade (README, "Upgrading PostgreSQL").
+    // option goes before the upgrade (guide, "Upgrading PostgreSQL").
     client.batch_execute(DROP_ATTVER).unwrap();
     drop(client);
     old.halt();

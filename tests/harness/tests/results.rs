@@ -1,4 +1,4 @@
-//! Waiting for a job (README, "Results and waiting"): jq_await is woken by the commit that finishes
+//! Waiting for a job (guide, "Results and waiting"): jq_await is woken by the commit that finishes
 //! the job (completion, death, cancellation), through shared memory when the library is preloaded
 //! and by polling otherwise; it holds no snapshot horizon while it sleeps, and cancellation and
 //! statement_timeout end it at once. The wake-up latency is printed, never asserted.
@@ -73,7 +73,7 @@ fn await_is_woken_by_the_completion_holding_no_snapshot_while_it_sleeps() {
     );
 }
 
-/// A queue that keeps nothing (README, "Queues that keep nothing"): the completion deletes the job,
+/// A queue that keeps nothing (guide, "Queues that keep nothing"): the completion deletes the job,
 /// and a jq_await that saw it running answers at once that it succeeded, with no result. One that
 /// begins after the completion finds no job, as for a pruned one.
 #[test]

@@ -1,4 +1,4 @@
-//! Queues over several servers (README, "Scaling out"): three servers run pg_jobqueue as nodes 0,
+//! Queues over several servers (guide, "Scaling out"): three servers run pg_jobqueue as nodes 0,
 //! 1 and 2 (sql/router/node.sql), and a fourth runs the router, pg_jobqueue_router over PL/Proxy.
 //! Jobs land where the routing rules say, calls about a job reach the server that holds it,
 //! refusals keep their SQLSTATE, a server that is down is passed over and found again, and the
@@ -100,7 +100,7 @@ impl Fleet {
             .collect()
     }
 
-    /// The node a name hashes to, abs(hashtext(name) % 3) as README, "Scaling out" states it,
+    /// The node a name hashes to, abs(hashtext(name) % 3) as guide, "Scaling out" states it,
     /// computed apart from the router (which leaves the modulo to PL/Proxy).
     fn node_for(&self, name: &str) -> usize {
         self.node(0).query_one("SELECT abs(hashtext($1) % 3)", &[&name]).unwrap().get::<_, i32>(0) as usize
@@ -216,7 +216,7 @@ fn jobs_land_on_the_server_the_routing_rules_name() {
 }
 
 /// Calls about a job reach the server that holds it. Jobs on all three nodes are claimed through
-/// the router in one call, which returns the columns of jq_claim (README, "jq_claim"); then each
+/// the router in one call, which returns the columns of jq_claim (guide, "jq_claim"); then each
 /// job's heartbeat, progress, completion with a result, failure, snooze, result, await, re-drive,
 /// cancel and batch completion go through the router and change the job on its own node. Sent to
 /// any other node, each of these calls would find no such job and return false (or no row).

@@ -1,4 +1,4 @@
-//! Schedules on a live server (README, "Schedules"): the background worker makes the ticks; ticks
+//! Schedules on a live server (guide, "Schedules"): the background worker makes the ticks; ticks
 //! missed while the server was down are caught up as each schedule's policy says; the reaper's
 //! expiry sweep ends jobs not claimed before their deadline. Durations are printed, never asserted.
 

@@ -1,4 +1,4 @@
-//! Safe to deploy (README, "Security"): nothing another role creates runs inside a jq_* function or
+//! Safe to deploy (guide, "Security"): nothing another role creates runs inside a jq_* function or
 //! the reaper, rights are per queue, and nothing one job, setting or role does stops the queue.
 
 use jq_harness::client::{connect_as, sqlstate};

@@ -170,7 +170,7 @@ fn ordering_keys_run_one_at_a_time_in_id_order_under_eight_claimers() {
     }
 }
 
-/// A session keeps a queue's settings (README, "jq_configure"): a change made in another session,
+/// A session keeps a queue's settings (guide, "jq_configure"): a change made in another session,
 /// by jq_configure or by an UPDATE of jq_queues, applies from its next claim; so does the queue's
 /// first job with an ordering key, whose check its claims then take in.
 #[test]
@@ -344,7 +344,7 @@ fn a_low_priority_job_is_not_starved_by_a_flood() {
     println!("low-priority job claimed after {waited:.2} s (starvation limit 1 s), ahead of {overtaken} waiting high-priority jobs");
 }
 
-/// Without preload each session keeps its own fairness bound (README, "Fairness") and cannot hear
+/// Without preload each session keeps its own fairness bound (guide, "Fairness") and cannot hear
 /// of other sessions' enqueues: a job another session enqueues already starving (a `run_at` long
 /// past) is still claimed first, within the bound's second: ahead of hundreds of higher-priority
 /// jobs, which strict priority order would all claim before it.

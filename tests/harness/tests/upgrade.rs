@@ -344,7 +344,7 @@ impl Seen {
     }
 }
 
-/// README, "Upgrading", on a preloaded server whose background worker serves the database, with
+/// guide, "Upgrading", on a preloaded server whose background worker serves the database, with
 /// clients calling throughout. The library installed is already the current one, as after the
 /// procedure's first two steps (install, restart), so the sessions here run against 0.2.0's SQL
 /// definitions until the update commits and against 0.3.0's after it, without reconnecting. Four

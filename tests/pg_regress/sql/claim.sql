@@ -113,7 +113,7 @@ BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT count(*) FROM jq_claim('q', 'w', wait => interval '0');
 COMMIT;
 -- 0A000 for a claim of keyed jobs under a key limit outside READ COMMITTED, whose running count
--- would be read in a snapshot older than the key's lock (README, "Flow control"); without a key
+-- would be read in a snapshot older than the key's lock (guide, "Flow control"); without a key
 -- limit the keys are taken in turn there as well.
 SELECT jq_configure('keyed', '{"key_concurrency_limit": 1}') IS NOT NULL AS configured;
 SELECT jq_enqueue('keyed', '{}', concurrency_key => 'a');

@@ -48,7 +48,7 @@ SELECT jq_enqueue('q', '{}', ordering_key => repeat('k', 257));
 \echo :SQLSTATE
 SELECT jq_enqueue('q', '{}', dedup_key => repeat('é', 257));
 \echo :SQLSTATE
--- A concurrency key likewise, and never empty (README, "Flow control"), in both enqueues.
+-- A concurrency key likewise, and never empty (guide, "Flow control"), in both enqueues.
 SELECT jq_enqueue('q', '{}', concurrency_key => repeat('k', 257));
 \echo :SQLSTATE
 SELECT jq_enqueue('q', '{}', concurrency_key => '');

@@ -1,4 +1,4 @@
--- Rights (README, "Security" and section "jq_grant, jq_revoke, jq_has_right"): the bad arguments of
+-- Rights (guide, "Security" and section "jq_grant, jq_revoke, jq_has_right"): the bad arguments of
 -- jq_grant, jq_revoke and jq_has_right (22004 for NULL, 22023 for a bad pattern or privilege), and
 -- 42501 for a call without the right, which changes nothing. A role with no grant has no EXECUTE
 -- on any function (revoked from PUBLIC): PostgreSQL refuses the call before the function runs. A

@@ -1,4 +1,4 @@
--- Settings (README, "Settings"): the limits are PGC_SUSET, so only a superuser, or a role granted
+-- Settings (guide, "Settings"): the limits are PGC_SUSET, so only a superuser, or a role granted
 -- SET on them, can change them; a value outside a setting's range is refused with 22023; and the
 -- limits decide what the functions accept, with a value over a limit refused, never clamped.
 \set SHOW_CONTEXT never
