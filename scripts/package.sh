@@ -4,7 +4,8 @@
 #                               scripts/pgversion.sh): the library, the control file, the install
 #                               script of every released version and every upgrade script, the
 #                               router extension (which needs postgresql-PG-plproxy, suggested), and
-#                               in its doc directory's examples, monitoring/
+#                               in its doc directory the README with the guide's chapters, and
+#                               monitoring/ in examples
 #   pg-jobqueue-worker          jq-worker, in /usr/bin
 # versioned from Cargo.toml. Both are built with the optimized profile. dpkg installs each file
 # beside the old one and renames it over, so installing on a running server is safe; the new
@@ -104,6 +105,8 @@ lintian_overrides "$extension" "postgresql-$PG-pg-jobqueue" "usr/lib/postgresql/
 postgresql-$PG-pg-jobqueue: repeated-path-segment lib [usr/lib/postgresql/$PG/lib/]
 OVERRIDES
 install -m 644 README.md CHANGELOG.md "$extension/usr/share/doc/postgresql-$PG-pg-jobqueue/"
+# The user guide's chapters beside the README, where its links into docs/src lead.
+install -D -m 644 -t "$extension/usr/share/doc/postgresql-$PG-pg-jobqueue/docs/src" docs/src/*.md
 # postgres_exporter's queries and the alert rules on its series (guide, "Operating").
 install -D -m 644 -t "$extension/usr/share/doc/postgresql-$PG-pg-jobqueue/examples/monitoring" \
   monitoring/postgres_exporter.yaml monitoring/alerts.yml

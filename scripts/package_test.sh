@@ -62,6 +62,9 @@ echo "== lintian"
 lintian -EvIL +pedantic --show-overrides --tag-display-limit 0 "${debs[@]}" 2>/dev/null | grep '^O:' || true
 check "lintian finds nothing that is not overridden with a reason" \
   lintian -EvIL +pedantic --tag-display-limit 0 --fail-on error,warning,info,pedantic,experimental "${debs[@]}"
+check "the extension's package holds the guide the README links to" \
+  bash -c 'dpkg-deb -c "$1" | grep -q "doc/postgresql-$2-pg-jobqueue/docs/src/functions.md"' \
+    _ "target/debian/postgresql-$PG-pg-jobqueue_${version}_$(dpkg --print-architecture).deb" "$PG"
 check "the extension's package holds the exporter's queries and the alert rules" \
   bash -c 'files=$(dpkg-deb -c "$1"); grep -q "examples/monitoring/postgres_exporter.yaml" <<<"$files" && grep -q "examples/monitoring/alerts.yml" <<<"$files"' \
     _ "target/debian/postgresql-$PG-pg-jobqueue_${version}_$(dpkg --print-architecture).deb"
