@@ -201,31 +201,36 @@ def parse_result(text):
     return "scalar", text
 
 
+def documented_statements(path):
+    """(FILE:LINE, statement) of each statement of the ```text blocks of a reference chapter."""
+    for line, body in text_blocks(path):
+        for number, text in statements(body, line):
+            yield f"{path.relative_to(ROOT)}:{number}", text
+
+
 def documented_functions():
     """functions.md: {name: [entry]} of signatures, and [entry] of event triggers."""
     path = DOCS / "functions.md"
     functions, triggers = {}, []
-    for line, body in text_blocks(path):
-        for number, text in statements(body, line):
-            where = f"{path.relative_to(ROOT)}:{number}"
-            trigger = re.fullmatch(r"EVENT TRIGGER (\w+) ON (\w+) EXECUTE FUNCTION (\w+)\(\)", text)
-            if trigger:
-                triggers.append({"where": where, "name": trigger.group(1), "event": trigger.group(2),
-                                 "function": trigger.group(3)})
-                continue
-            match = re.match(r"(jq_\w+)\s*\(", text)
-            try:
-                if not match:
-                    raise ValueError("not a signature")
-                inside, after = parenthesized(text, match.end() - 1)
-                returns = re.fullmatch(r"\s*RETURNS\s+(.+)", text[after:], re.S)
-                if not returns:
-                    raise ValueError("no RETURNS")
-                entry = {"where": where, "text": text, "arguments": [parse_argument(a) for a in split_top(inside)],
-                         "result": parse_result(returns.group(1))}
-            except ValueError as error:
-                raise SystemExit(f"{where}: {error}: {text}")
-            functions.setdefault(match.group(1), []).append(entry)
+    for where, text in documented_statements(path):
+        trigger = re.fullmatch(r"EVENT TRIGGER (\w+) ON (\w+) EXECUTE FUNCTION (\w+)\(\)", text)
+        if trigger:
+            triggers.append({"where": where, "name": trigger.group(1), "event": trigger.group(2),
+                             "function": trigger.group(3)})
+            continue
+        match = re.match(r"(jq_\w+)\s*\(", text)
+        try:
+            if not match:
+                raise ValueError("not a signature")
+            inside, after = parenthesized(text, match.end() - 1)
+            returns = re.fullmatch(r"\s*RETURNS\s+(.+)", text[after:], re.S)
+            if not returns:
+                raise ValueError("no RETURNS")
+            entry = {"where": where, "text": text, "arguments": [parse_argument(a) for a in split_top(inside)],
+                     "result": parse_result(returns.group(1))}
+        except ValueError as error:
+            raise SystemExit(f"{where}: {error}: {text}")
+        functions.setdefault(match.group(1), []).append(entry)
     return functions, triggers
 
 
@@ -233,38 +238,36 @@ def documented_objects():
     """tables-and-views.md: {name: entry} of types, tables, views and sequences."""
     path = DOCS / "tables-and-views.md"
     objects, duplicates = {}, []
-    for line, body in text_blocks(path):
-        for number, text in statements(body, line):
-            where = f"{path.relative_to(ROOT)}:{number}"
-            enum = re.fullmatch(r"TYPE (\w+) AS ENUM \((.*)\)", text)
-            partition = re.fullmatch(r"TABLE (\w+) PARTITION OF (\w+)", text)
-            sequence = re.fullmatch(r"SEQUENCE (\w+)", text)
-            relation = re.match(r"(TABLE|VIEW) (\w+)\s*\(", text)
-            if enum:
-                entry = {"kind": "type", "name": enum.group(1),
-                         "labels": [label.strip().strip("'") for label in split_top(enum.group(2))]}
-            elif partition:
-                entry = {"kind": "partition", "name": partition.group(1), "parent": partition.group(2)}
-            elif sequence:
-                entry = {"kind": "sequence", "name": sequence.group(1)}
-            elif relation:
-                try:
-                    inside, after = parenthesized(text, relation.end() - 1)
-                    if text[after:].strip():
-                        raise ValueError("text after the columns")
-                    columns = [] if inside.strip().startswith("LIKE ") else [
-                        parse_argument(c)[:2] for c in split_top(inside)]
-                except ValueError as error:
-                    raise SystemExit(f"{where}: {error}: {text}")
-                like = re.fullmatch(r"LIKE (\w+)", inside.strip())
-                entry = {"kind": relation.group(1).lower(), "name": relation.group(2),
-                         "like": like.group(1) if like else None, "columns": [] if like else columns}
-            else:
-                raise SystemExit(f"{where}: not TYPE, TABLE, VIEW or SEQUENCE: {text}")
-            entry["where"] = where
-            if entry["name"] in objects:
-                duplicates.append(entry)
-            objects[entry["name"]] = entry
+    for where, text in documented_statements(path):
+        enum = re.fullmatch(r"TYPE (\w+) AS ENUM \((.*)\)", text)
+        partition = re.fullmatch(r"TABLE (\w+) PARTITION OF (\w+)", text)
+        sequence = re.fullmatch(r"SEQUENCE (\w+)", text)
+        relation = re.match(r"(TABLE|VIEW) (\w+)\s*\(", text)
+        if enum:
+            entry = {"kind": "type", "name": enum.group(1),
+                     "labels": [label.strip().strip("'") for label in split_top(enum.group(2))]}
+        elif partition:
+            entry = {"kind": "partition", "name": partition.group(1), "parent": partition.group(2)}
+        elif sequence:
+            entry = {"kind": "sequence", "name": sequence.group(1)}
+        elif relation:
+            try:
+                inside, after = parenthesized(text, relation.end() - 1)
+                if text[after:].strip():
+                    raise ValueError("text after the columns")
+                columns = [] if inside.strip().startswith("LIKE ") else [
+                    parse_argument(c)[:2] for c in split_top(inside)]
+            except ValueError as error:
+                raise SystemExit(f"{where}: {error}: {text}")
+            like = re.fullmatch(r"LIKE (\w+)", inside.strip())
+            entry = {"kind": relation.group(1).lower(), "name": relation.group(2),
+                     "like": like.group(1) if like else None, "columns": [] if like else columns}
+        else:
+            raise SystemExit(f"{where}: not TYPE, TABLE, VIEW or SEQUENCE: {text}")
+        entry["where"] = where
+        if entry["name"] in objects:
+            duplicates.append(entry)
+        objects[entry["name"]] = entry
     # `VIEW name(LIKE other)`: the columns documented for `other`.
     for entry in objects.values():
         if entry.get("like"):

@@ -3,31 +3,12 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use common::{Scratch, Worker, PRELOADED};
-use jq_harness::{wait_until, Cluster};
+use jq_harness::{free_port, http_get, wait_until, Cluster};
 
 const PROMETHEUS: &str = "/usr/bin/prometheus";
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// The status code and body of an HTTP GET of `path` on 127.0.0.1:`port`, or None while nothing
-/// answers.
-fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    Some((head.split_whitespace().nth(1)?.parse().ok()?, body.to_owned()))
-}
 
 /// A Prometheus that scrapes `target` every second, with its data in `dir`; killed on drop.
 struct Prometheus {

@@ -195,8 +195,23 @@ fn pg_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pg.sh")
 }
 
-fn free_port() -> u16 {
+/// A TCP port of 127.0.0.1 that nothing listens on now, for a server or a scraper a test starts.
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").expect("bind a free port").local_addr().unwrap().port()
+}
+
+/// The status code and body of an HTTP GET of `path` on 127.0.0.1:`port`, or None while nothing
+/// answers there (a Prometheus, an exporter or jq-worker's metrics a test started).
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    // HTTP/1.0: the answer is the body as it is, never chunked.
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    Some((head.split_whitespace().nth(1)?.parse().ok()?, body.to_owned()))
 }
 
 /// Polls `condition` until it holds. The limit is generous on purpose: tests wait for states, and

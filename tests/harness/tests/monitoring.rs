@@ -4,34 +4,16 @@
 //! fire, under `promtool test rules`, on exactly the series that exporter produced and that warn.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
-use jq_harness::{wait_until, Cluster};
+use jq_harness::{free_port, http_get, wait_until, Cluster};
 
 const EXPORTER: &str = "/usr/bin/prometheus-postgres-exporter";
 const PROMTOOL: &str = "/usr/bin/promtool";
 
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// The body of an HTTP GET of `path` on 127.0.0.1:`port`, or None while nothing answers.
-fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    (head.split_whitespace().nth(1) == Some("200")).then(|| body.to_owned())
 }
 
 /// A sample of the text exposition format: its name, labels and value.
@@ -107,7 +89,7 @@ impl Exporter {
     fn scrape(&self) -> Vec<Sample> {
         let mut body = None;
         wait_until("the exporter answers", || {
-            body = http_get(self.port, "/metrics");
+            body = http_get(self.port, "/metrics").and_then(|(status, body)| (status == 200).then_some(body));
             body.is_some()
         });
         body.unwrap().lines().filter_map(Sample::parse).collect()
