@@ -321,3 +321,26 @@ fn required_text<'a>(argument: &str, value: Option<&'a str>, max_chars: usize) -
     }
     text
 }
+
+/// An enqueue's `depends_on` (guide, "Workflows"): NULL or empty for none; otherwise no NULL
+/// element, no id twice, and at most `pg_jobqueue.max_batch_size` ids.
+pub fn depends_on(value: Option<Vec<Option<i64>>>) -> Option<Vec<i64>> {
+    let ids = value.filter(|ids| !ids.is_empty())?;
+    let max = guc::MAX_BATCH_SIZE.get();
+    if ids.len() > max as usize {
+        invalid_argument(
+            "depends_on",
+            format_args!("must not have more than pg_jobqueue.max_batch_size ({max}) elements"),
+        );
+    }
+    let mut seen = std::collections::HashSet::new();
+    let ids: Vec<i64> = ids
+        .into_iter()
+        .enumerate()
+        .map(|(i, id)| id.unwrap_or_else(|| invalid_argument("depends_on", format_args!("has a NULL at {}", i + 1))))
+        .collect();
+    if let Some(id) = ids.iter().find(|id| !seen.insert(**id)) {
+        invalid_argument("depends_on", format_args!("names job {id} twice"));
+    }
+    Some(ids)
+}

@@ -65,6 +65,9 @@ thread_local! {
     static ANSWERS: RefCell<HashMap<(u32, Privilege), HashMap<String, bool>>> = RefCell::new(HashMap::new());
     /// The extension's owner in this database, and whether its SQL definitions predate the rights.
     static OWNER: Cell<Option<(pg_sys::Oid, bool)>> = const { Cell::new(None) };
+    /// Whether the installed SQL definitions are of another version than this library (read with
+    /// OWNER): their tables are not the ones it reads, so the job functions refuse until the update.
+    static OUTDATED: Cell<bool> = const { Cell::new(false) };
     static CALLBACKS_REGISTERED: Cell<bool> = const { Cell::new(false) };
     /// The caller, while `as_owner` runs a call with the owner's rights.
     static SWITCHED_FROM: Cell<Option<pg_sys::Oid>> = const { Cell::new(None) };
@@ -235,10 +238,12 @@ fn extension() -> (pg_sys::Oid, bool) {
         return known;
     }
     register_invalidation_callbacks();
-    let rows = db::read_only_rows::<(pg_sys::Oid, Option<bool>, Option<pg_sys::Oid>)>(EXTENSION_OWNER, &[])
-        .expect("pg_extension is readable");
-    let (owner, legacy, grants) = rows.into_iter().next().expect("the extension is installed in this database");
+    type Extension = (pg_sys::Oid, Option<bool>, Option<pg_sys::Oid>, String);
+    let rows = db::read_only_rows::<Extension>(EXTENSION_OWNER, &[]).expect("pg_extension is readable");
+    let (owner, legacy, grants, version) =
+        rows.into_iter().next().expect("the extension is installed in this database");
     GRANTS_OID.set(grants);
+    OUTDATED.set(version != env!("CARGO_PKG_VERSION"));
     let known = (owner, legacy.unwrap_or(false));
     OWNER.set(Some(known));
     known
@@ -250,11 +255,11 @@ fn extension() -> (pg_sys::Oid, bool) {
 /// SECURITY_LOCAL_USERID_CHANGE, as SECURITY DEFINER sets it: no SET ROLE or SET SESSION
 /// AUTHORIZATION can run inside, so nothing that runs as the owner can make itself another role.
 ///
-/// SQL definitions older than 0.3.0 (until `ALTER EXTENSION pg_jobqueue UPDATE`) have the storage of
+/// SQL definitions of another version (until `ALTER EXTENSION pg_jobqueue UPDATE`) have the storage of
 /// their release, which this library cannot serve: every function that reads or writes jobs runs
 /// here, so each refuses until the update (guide, "Upgrading").
 pub fn as_owner<R>(f: impl FnOnce() -> R) -> R {
-    if !enforced() {
+    if !enforced() || OUTDATED.get() {
         crate::error::update_needed();
     }
     let _restore = SwitchedUser::to(owner());

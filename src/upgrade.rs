@@ -63,3 +63,16 @@ fn jq_complete() -> bool {
 fn jq_complete_batch() -> Vec<i64> {
     crate::error::update_needed()
 }
+
+/// jq_enqueue and jq_enqueue_batch as 0.3.0 declared them: 0.4.0 added `depends_on`, which their
+/// definitions do not pass. Until ALTER EXTENSION UPDATE, a call answers 55000 as above.
+#[pg_extern(sql = false, volatile, parallel_unsafe)]
+fn jq_enqueue_job() -> i64 {
+    crate::error::update_needed()
+}
+
+/// See `jq_enqueue_job` above.
+#[pg_extern(sql = false, volatile, parallel_unsafe)]
+fn jq_enqueue_jobs() -> Vec<i64> {
+    crate::error::update_needed()
+}

@@ -11,9 +11,11 @@ WITH before AS (
     FROM before b
     WHERE j.id = b.id
       AND j.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[])
-    RETURNING j.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = j.queue_id) AS queue_name, j.attempt_count, j.lease_token, b.lease_owner
+    RETURNING j.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = j.queue_id) AS queue_name, j.attempt_count, j.lease_token, b.lease_owner,
+              j.dependents
 )
 INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worker, lease_token)
 SELECT c.id, c.queue_name, 'cancelled', 'cancelled', $2, c.attempt_count, c.lease_owner, c.lease_token
 FROM cancelled c
-RETURNING job_id, queue_name
+-- A cancel cancels the jobs that depend on it too (guide, "Workflows").
+RETURNING job_id, queue_name, (SELECT c.dependents FROM cancelled c WHERE c.id = job_id) AS dependents

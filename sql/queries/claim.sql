@@ -46,7 +46,7 @@ oldest AS (
             FROM jq_live_jobs j
             WHERE j.queue_id = $6
               AND j.status OPERATOR(pg_catalog.=) 'pending'
-              AND j.concurrency_key IS NULL
+              AND j.awaiting = 0 AND j.concurrency_key IS NULL
               AND j.priority >= $8 AND j.priority <= $8
               AND (j.available_at, j.id) >= ($9, $10)
             ORDER BY j.priority DESC, j.available_at, j.id
@@ -58,7 +58,7 @@ oldest AS (
             FROM jq_live_jobs j
             WHERE j.queue_id = $6
               AND j.status OPERATOR(pg_catalog.=) 'pending'
-              AND j.concurrency_key IS NULL
+              AND j.awaiting = 0 AND j.concurrency_key IS NULL
               AND j.priority < $8
             ORDER BY j.priority DESC, j.available_at, j.id
             LIMIT 1
@@ -73,7 +73,7 @@ oldest AS (
         FROM jq_live_jobs j
         WHERE j.queue_id = $6
           AND j.status OPERATOR(pg_catalog.=) 'pending'
-          AND j.concurrency_key IS NULL
+          AND j.awaiting = 0 AND j.concurrency_key IS NULL
           AND j.priority < o.priority
         ORDER BY j.priority DESC, j.available_at, j.id
         LIMIT 1
@@ -93,7 +93,7 @@ oldest AS (
         FROM jq_live_jobs j
         WHERE j.queue_id = $6
           AND j.status OPERATOR(pg_catalog.=) 'pending'
-          AND j.concurrency_key IS NULL
+          AND j.awaiting = 0 AND j.concurrency_key IS NULL
           AND j.priority >= o.priority AND j.priority <= o.priority
           AND (j.available_at, j.id) >= (o.from_at, o.from_id)
           AND j.available_at <= coalesce($5 - $12, '-infinity')
@@ -124,7 +124,7 @@ picked AS (
         WHERE j.ctid = ANY (ARRAY(SELECT ctid FROM starving))
           AND j.queue_id = $6
           AND j.status OPERATOR(pg_catalog.=) 'pending'
-          AND j.concurrency_key IS NULL
+          AND j.awaiting = 0 AND j.concurrency_key IS NULL
           AND j.available_at <= coalesce($5 - $12, '-infinity')
           AND (j.expires_at IS NULL OR j.expires_at > $5)
           -- ordering key check
@@ -143,7 +143,7 @@ picked AS (
         FROM jq_live_jobs j
         WHERE j.queue_id = $6
           AND j.status OPERATOR(pg_catalog.=) 'pending'
-          AND j.concurrency_key IS NULL
+          AND j.awaiting = 0 AND j.concurrency_key IS NULL
           -- Not `priority = $8`: the planner would drop a constant from the ORDER BY and might
           -- then sort; a closed range keeps the index order.
           AND j.priority >= $8 AND j.priority <= $8
@@ -161,7 +161,7 @@ picked AS (
         FROM jq_live_jobs j
         WHERE j.queue_id = $6
           AND j.status OPERATOR(pg_catalog.=) 'pending'
-          AND j.concurrency_key IS NULL
+          AND j.awaiting = 0 AND j.concurrency_key IS NULL
           AND j.priority < $8
           AND j.available_at <= $5
           AND (j.expires_at IS NULL OR j.expires_at > $5)

@@ -8,4 +8,4 @@ SELECT EXISTS (SELECT 1 FROM levels l WHERE l.available_at <= $2)
     OR EXISTS (SELECT 1 FROM jq_live_jobs j
                WHERE j.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1)
                  AND j.status OPERATOR(pg_catalog.=) 'pending'
-                 AND j.concurrency_key IS NOT NULL)
+                 AND j.awaiting = 0 AND j.concurrency_key IS NOT NULL)

@@ -19,7 +19,7 @@ LEFT JOIN LATERAL (
             FROM jq_live_jobs j
             WHERE j.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1)
               AND j.status OPERATOR(pg_catalog.=) 'pending'
-              AND j.concurrency_key IS NULL
+              AND j.awaiting = 0 AND j.concurrency_key IS NULL
               -- Not `priority = $2`: the planner would drop a constant from the ORDER BY and may then pick
               -- the arrival-order index, filtering every priority; a closed range keeps the claim index.
               AND j.priority >= $2 AND j.priority <= $2
@@ -33,7 +33,7 @@ LEFT JOIN LATERAL (
             FROM jq_live_jobs j
             WHERE j.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1)
               AND j.status OPERATOR(pg_catalog.=) 'pending'
-              AND j.concurrency_key IS NULL
+              AND j.awaiting = 0 AND j.concurrency_key IS NULL
               AND j.priority < $2
             ORDER BY j.priority DESC, j.available_at, j.id
             LIMIT 1

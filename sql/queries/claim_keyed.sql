@@ -75,7 +75,7 @@ WITH keys AS (
                                 WHERE o.queue_id = $6
                                   AND o.concurrency_key = keys.concurrency_key
                                   AND o.status OPERATOR(pg_catalog.=) 'pending'
-                                  AND o.concurrency_key IS NOT NULL
+                                  AND o.awaiting = 0 AND o.concurrency_key IS NOT NULL
                                 ORDER BY o.priority DESC, o.available_at, o.id
                                 LIMIT 1
                             ) AS f
@@ -88,7 +88,7 @@ WITH keys AS (
                                 WHERE o.queue_id = $6
                                   AND o.concurrency_key = keys.concurrency_key
                                   AND o.status OPERATOR(pg_catalog.=) 'pending'
-                                  AND o.concurrency_key IS NOT NULL
+                                  AND o.awaiting = 0 AND o.concurrency_key IS NOT NULL
                                   AND o.priority < l.priority
                                 ORDER BY o.priority DESC, o.available_at, o.id
                                 LIMIT 1
@@ -102,7 +102,7 @@ WITH keys AS (
                             WHERE o.queue_id = $6
                               AND o.concurrency_key = keys.concurrency_key
                               AND o.status OPERATOR(pg_catalog.=) 'pending'
-                              AND o.concurrency_key IS NOT NULL
+                              AND o.awaiting = 0 AND o.concurrency_key IS NOT NULL
                               AND o.priority >= l.priority AND o.priority <= l.priority
                               AND o.available_at <= coalesce($5 - $12, '-infinity')
                               AND (o.expires_at IS NULL OR o.expires_at > $5)
@@ -128,7 +128,7 @@ WITH keys AS (
                 WHERE j.queue_id = $6
                   AND j.concurrency_key = keys.concurrency_key
                   AND j.status OPERATOR(pg_catalog.=) 'pending'
-                  AND j.concurrency_key IS NOT NULL
+                  AND j.awaiting = 0 AND j.concurrency_key IS NOT NULL
                   AND j.available_at <= $5
                   AND (j.expires_at IS NULL OR j.expires_at > $5)
                   -- ordering key check

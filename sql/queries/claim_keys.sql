@@ -15,7 +15,7 @@ WITH RECURSIVE queue AS (
         FROM jq_live_jobs j
         WHERE j.queue_id = (SELECT id FROM queue)
           AND j.status OPERATOR(pg_catalog.=) 'pending'
-          AND j.concurrency_key IS NOT NULL
+          AND j.awaiting = 0 AND j.concurrency_key IS NOT NULL
           AND j.concurrency_key > $2
         ORDER BY j.concurrency_key
         LIMIT 1
@@ -28,7 +28,7 @@ WITH RECURSIVE queue AS (
         FROM jq_live_jobs j
         WHERE j.queue_id = (SELECT id FROM queue)
           AND j.status OPERATOR(pg_catalog.=) 'pending'
-          AND j.concurrency_key IS NOT NULL
+          AND j.awaiting = 0 AND j.concurrency_key IS NOT NULL
           AND j.concurrency_key > k.concurrency_key
         ORDER BY j.concurrency_key
         LIMIT 1
@@ -41,10 +41,10 @@ SELECT k.concurrency_key,
                  WHERE s.queue_name = $1 AND s.concurrency_key = k.concurrency_key), 1),
        coalesce((SELECT j.priority FROM jq_live_jobs j
                  WHERE j.queue_id = (SELECT id FROM queue) AND j.concurrency_key = k.concurrency_key
-                   AND j.status OPERATOR(pg_catalog.=) 'pending' AND j.concurrency_key IS NOT NULL
+                   AND j.status OPERATOR(pg_catalog.=) 'pending' AND j.awaiting = 0 AND j.concurrency_key IS NOT NULL
                  ORDER BY j.priority DESC, j.available_at, j.id LIMIT 1)
                 <> (SELECT j.priority FROM jq_live_jobs j
                     WHERE j.queue_id = (SELECT id FROM queue) AND j.concurrency_key = k.concurrency_key
-                      AND j.status OPERATOR(pg_catalog.=) 'pending' AND j.concurrency_key IS NOT NULL
+                      AND j.status OPERATOR(pg_catalog.=) 'pending' AND j.awaiting = 0 AND j.concurrency_key IS NOT NULL
                     ORDER BY j.priority, j.available_at DESC, j.id DESC LIMIT 1), false)
 FROM keys k

@@ -9,7 +9,7 @@ CROSS JOIN LATERAL (
     FROM jq_live_jobs j
     WHERE j.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1)
       AND j.status OPERATOR(pg_catalog.=) 'pending'
-      AND j.concurrency_key IS NULL
+      AND j.awaiting = 0 AND j.concurrency_key IS NULL
       AND j.priority >= l.priority AND j.priority <= l.priority
       AND j.available_at > $2
     ORDER BY j.priority DESC, j.available_at, j.id

@@ -16,7 +16,7 @@ SELECT q.concurrency_limit > (SELECT pg_catalog.count(*) FROM jq_live_jobs r
                FROM jq_live_jobs j
                WHERE j.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1)
                  AND j.status OPERATOR(pg_catalog.=) 'pending'
-                 AND j.concurrency_key IS NULL
+                 AND j.awaiting = 0 AND j.concurrency_key IS NULL
                  AND j.priority >= l.priority AND j.priority <= l.priority
                  AND j.available_at <= $2
                  -- ordering key check
@@ -27,6 +27,6 @@ SELECT q.concurrency_limit > (SELECT pg_catalog.count(*) FROM jq_live_jobs r
            SELECT 1 FROM jq_live_jobs j
            WHERE j.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1)
              AND j.status OPERATOR(pg_catalog.=) 'pending'
-             AND j.concurrency_key IS NOT NULL)
+             AND j.awaiting = 0 AND j.concurrency_key IS NOT NULL)
 FROM jq_queues q
 WHERE q.queue_name = $1 AND q.concurrency_limit IS NOT NULL AND NOT q.paused

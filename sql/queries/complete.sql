@@ -30,13 +30,15 @@ WITH done AS (
     JOIN jq_queue_ids n ON n.queue_id = d.queue_id
     JOIN jq_queues q ON q.queue_name = n.queue_name
     WHERE NOT q.keep_succeeded
+      -- A job others depend on is kept all the same, for them to read (guide, "Workflows").
+      AND NOT d.dependents
 -- keep nothing: end
 ), kept AS (
     INSERT INTO jq_job_history
     SELECT d.id, d.queue_id, d.payload, d.priority, d.available_at, d.attempt_count, d.max_attempts,
            d.lease_token, d.lease_length, d.claimed_at, d.run_deadline, d.last_error_code,
            d.last_error_message, d.dedup_key, d.ordering_key, d.created_at, $4, d.concurrency_key,
-           d.expires_at, d.progress, $5
+           d.expires_at, d.progress, $5, d.depends_on
     FROM done d
 -- keep nothing: begin
     WHERE d.id <> ALL (ARRAY(SELECT f.id FROM forgotten f))
@@ -47,5 +49,6 @@ WITH done AS (
 )
 -- For the counters: the queue's number, and the claim time its running time is measured from; and
 -- whether the job had a concurrency key, whose slot it frees (waiting claims are woken).
-SELECT d.queue_id, d.claimed_at, d.concurrency_key IS NOT NULL
+-- And for workflows (guide, "Workflows"): whether jobs wait for this one, and what it waited for.
+SELECT d.queue_id, d.claimed_at, d.concurrency_key IS NOT NULL, d.dependents, d.depends_on
 FROM done d

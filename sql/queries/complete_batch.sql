@@ -28,13 +28,15 @@ WITH done AS (
     JOIN jq_queue_ids n ON n.queue_id = d.queue_id
     JOIN jq_queues q ON q.queue_name = n.queue_name
     WHERE NOT q.keep_succeeded
+      -- A job others depend on is kept all the same, for them to read (guide, "Workflows").
+      AND NOT d.dependents
 -- keep nothing: end
 ), kept AS (
     INSERT INTO jq_job_history
     SELECT d.id, d.queue_id, d.payload, d.priority, d.available_at, d.attempt_count, d.max_attempts,
            d.lease_token, d.lease_length, d.claimed_at, d.run_deadline, d.last_error_code,
            d.last_error_message, d.dedup_key, d.ordering_key, d.created_at, $4, d.concurrency_key,
-           d.expires_at, d.progress, d.result
+           d.expires_at, d.progress, d.result, d.depends_on
     FROM done d
 -- keep nothing: begin
     WHERE d.id <> ALL (ARRAY(SELECT f.id FROM forgotten f))
@@ -43,5 +45,6 @@ WITH done AS (
     WHERE e.job_id = ANY (ARRAY(SELECT f.id FROM forgotten f))
 -- keep nothing: end
 )
-SELECT d.id, d.queue_id, d.claimed_at, d.concurrency_key IS NOT NULL
+-- And for workflows, as in complete.sql.
+SELECT d.id, d.queue_id, d.claimed_at, d.concurrency_key IS NOT NULL, d.dependents, d.depends_on
 FROM done d

@@ -26,7 +26,7 @@ WITH failed AS (
       AND j.lease_token = $3
       AND j.lease_expires_at > $8
     RETURNING j.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = j.queue_id) AS queue_name, j.status, j.attempt_count, j.lease_token, j.priority, j.available_at,
-              j.ordering_key IS NOT NULL AS keyed
+              j.ordering_key IS NOT NULL AS keyed, j.dependents
 ), logged AS (
     -- Runs whether or not the result below reads it, as every data-modifying WITH does.
     INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worker, lease_token,
@@ -34,5 +34,7 @@ WITH failed AS (
     SELECT f.id, f.queue_name, 'failed', f.status, $8, f.attempt_count, $2, f.lease_token, $4, $5
     FROM failed f
 )
-SELECT f.id, f.queue_name, f.status OPERATOR(pg_catalog.=) 'dead' AS dead, f.priority, f.available_at, f.keyed
+-- And whether jobs depend on it: a death cancels them (guide, "Workflows").
+SELECT f.id, f.queue_name, f.status OPERATOR(pg_catalog.=) 'dead' AS dead, f.priority, f.available_at, f.keyed,
+       f.dependents
 FROM failed f

@@ -17,7 +17,11 @@ WITH picked AS (
     DELETE FROM jq_live_jobs j
     WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
       AND j.status OPERATOR(pg_catalog.=) 'cancelled'
-    RETURNING j.id
+    RETURNING j.id, j.depends_on
+), unlinked AS (
+    -- Its rows of jq_job_dependencies go with it (guide, "Workflows").
+    DELETE FROM jq_job_dependencies d USING pruned p
+    WHERE d.depends_on = ANY (p.depends_on) AND d.job_id = p.id
 ), events AS (
     DELETE FROM jq_job_events e WHERE e.job_id = ANY (ARRAY(SELECT id FROM pruned))
 )

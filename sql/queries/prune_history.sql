@@ -20,6 +20,11 @@ WITH RECURSIVE held AS (
         FROM jq_job_history h
         WHERE h.queue_id = held.queue_id
           AND h.finished_at < $2 - CASE WHEN q.queue_name IS NULL THEN interval '7 days' ELSE q.retention END
+          -- Not while a pending or running job depends on it (guide, "Workflows").
+          AND NOT EXISTS (
+              SELECT 1 FROM jq_job_dependencies x JOIN jq_live_jobs c ON c.id = x.job_id
+              WHERE x.depends_on = h.id
+                AND c.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[]))
         LIMIT $1
     ) AS p
     LIMIT $1

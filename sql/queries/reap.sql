@@ -36,11 +36,13 @@ WITH expired AS (
       AND j.lease_expires_at <= $2
     RETURNING j.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = j.queue_id) AS queue_name, j.status, j.attempt_count, j.lease_token,
               (SELECT o.lease_owner FROM jq_live_jobs o WHERE o.id = j.id) AS lease_owner,
-              j.last_error_message
+              j.last_error_message, j.dependents
 )
 INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worker, lease_token,
                            error_code, error_message)
 SELECT r.id, r.queue_name, 'lease_expired', r.status, $2, r.attempt_count, r.lease_owner,
        r.lease_token, 'LEASE_EXPIRED', r.last_error_message
 FROM reaped r
-RETURNING job_id, queue_name, status OPERATOR(pg_catalog.=) 'dead' AS dead
+RETURNING job_id, queue_name, status OPERATOR(pg_catalog.=) 'dead' AS dead,
+          -- A death cancels the jobs that depend on it (guide, "Workflows").
+          (SELECT r.dependents FROM reaped r WHERE r.id = job_id) AS dependents

@@ -16,9 +16,11 @@ WITH before AS (
     FROM before b
     WHERE j.ctid = b.ctid
       AND j.status OPERATOR(pg_catalog.=) ANY (ARRAY['dead', 'cancelled']::jq_status[])
-    RETURNING j.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = j.queue_id) AS queue_name, j.lease_token, b.attempt_count
+    RETURNING j.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = j.queue_id) AS queue_name, j.lease_token, b.attempt_count,
+              j.depends_on
 )
 INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, lease_token)
 SELECT r.id, r.queue_name, 'retried', 'pending', $2, r.attempt_count, r.lease_token
 FROM redriven r
-RETURNING job_id, queue_name
+-- What it depends on: it waits again for those that have not succeeded (guide, "Workflows").
+RETURNING job_id, queue_name, (SELECT r.depends_on FROM redriven r WHERE r.id = job_id) AS depends_on

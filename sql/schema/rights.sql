@@ -46,7 +46,9 @@ AS $$
            ('manage', 'jq_schedule'), ('manage', 'jq_unschedule'), ('manage', 'jq_pause_schedule'),
            ('manage', 'jq_resume_schedule'), ('any', 'jq_cron_next'),
            ('any', 'jq_can_see'), ('any', 'jq_has_right'), ('any', 'jq_queue_counters'),
-           ('any', 'jq_failure_counts'), ('any', 'jq_metrics'), ('any', 'jq_maintenance_status')
+           ('any', 'jq_failure_counts'), ('any', 'jq_metrics'), ('any', 'jq_maintenance_status'),
+           -- A job's inputs (guide, "Workflows"): for whoever may see the job's queue.
+           ('any', 'jq_parent_results')
 $$;
 
 -- Gives `role` EXECUTE on exactly the functions its rows in jq_grants call for (and SELECT on the

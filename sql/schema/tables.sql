@@ -115,13 +115,22 @@ CREATE TABLE jq_live_jobs (
     expires_at       timestamptz,
     -- What the worker last reported with jq_progress; kept across retries, so that a retried
     -- attempt can resume (guide, "Progress and checkpoints").
-    progress         jsonb
+    progress         jsonb,
+    -- Workflows (guide, "Workflows"): the jobs this one depends on (NULL: none), and how many of
+    -- them have not succeeded yet. A pending job with `awaiting` above 0 is held: in neither claim
+    -- index, so no claim ever reads it; the completion of its last dependency makes it claimable.
+    depends_on       bigint[],
+    awaiting         int NOT NULL DEFAULT 0,
+    -- Some job was enqueued depending on this one: its completion, death or cancellation looks for
+    -- them in jq_job_dependencies. Set by that enqueue, which so also takes the row's lock: a
+    -- completion racing it waits, and then sees the mark (src/api/dependencies.rs).
+    dependents       boolean NOT NULL DEFAULT false
     -- What the table itself enforces, whatever code path changes a row (the attempt budget, and a
     -- lease exactly while the job runs), is the CHECK constraint jq_live_jobs_consistent, added in
     -- constraints.sql once the function it calls exists.
 );
 
--- Seven indexes, each for the statements named (guide, "Storage"):
+-- Eight indexes, each for the statements named (guide, "Storage"):
 
 -- The claim index: only pending rows without a concurrency key, keyed in the claim's own order after the queue. A claim walks
 -- it from the claim front and stops after batch_size rows: it never sorts. It also answers the
@@ -130,7 +139,7 @@ CREATE TABLE jq_live_jobs (
 -- and when next?" the same way (claim.sql, parts/pending_levels.sql, claim_front.sql).
 -- An index in arrival order would answer those with one probe, and cost every enqueue an insertion.
 CREATE INDEX jq_live_jobs_claim ON jq_live_jobs (queue_id, priority DESC, available_at, id)
-    WHERE status OPERATOR(pg_catalog.=) 'pending' AND concurrency_key IS NULL;
+    WHERE status OPERATOR(pg_catalog.=) 'pending' AND awaiting = 0 AND concurrency_key IS NULL;
 
 -- The key claim index: the pending rows with a concurrency key, which claims take key by key in
 -- turn (guide, "Flow control"), so keyed by key first, then in the claim's own order within the
@@ -138,7 +147,12 @@ CREATE INDEX jq_live_jobs_claim ON jq_live_jobs (queue_id, priority DESC, availa
 -- The rotation finds the next key with pending jobs by one probe (claim_keys.sql), and a key's
 -- first jobs by one range (claim_keyed.sql).
 CREATE INDEX jq_live_jobs_key_claim ON jq_live_jobs (queue_id, concurrency_key, priority DESC, available_at, id)
-    WHERE status OPERATOR(pg_catalog.=) 'pending' AND concurrency_key IS NOT NULL;
+    WHERE status OPERATOR(pg_catalog.=) 'pending' AND awaiting = 0 AND concurrency_key IS NOT NULL;
+
+-- Held jobs (guide, "Workflows"): pending, waiting for a dependency to succeed. Neither claim
+-- index has them; jq_queue_stats counts them here (held_by_dependency).
+CREATE INDEX jq_live_jobs_held ON jq_live_jobs (queue_id)
+    WHERE status OPERATOR(pg_catalog.=) 'pending' AND awaiting > 0;
 
 -- Running rows: the reaper's expired leases, the concurrency limit's running count, and by the
 -- concurrency key a key's running count under its limit (reap_expired_ids.sql, claim_running.sql,
@@ -207,7 +221,8 @@ CREATE TABLE jq_job_history (
     expires_at         timestamptz,
     progress           jsonb,
     -- What the worker completed the job with (guide, "Results and waiting").
-    result             jsonb
+    result             jsonb,
+    depends_on         bigint[]
 ) PARTITION BY RANGE (finished_at);
 
 CREATE TABLE jq_job_history_default PARTITION OF jq_job_history DEFAULT;
@@ -228,16 +243,29 @@ CREATE VIEW jq_jobs AS
 SELECT j.id, q.queue_name, j.payload, j.status, j.priority, j.available_at, j.attempt_count,
        j.max_attempts, j.lease_owner, j.lease_token, j.lease_expires_at, j.lease_length, j.claimed_at,
        j.run_deadline, j.last_error_code, j.last_error_message, j.dedup_key, j.ordering_key,
-       j.created_at, j.finished_at, j.concurrency_key, j.expires_at, j.progress, NULL::jsonb AS result
+       j.created_at, j.finished_at, j.concurrency_key, j.expires_at, j.progress, NULL::jsonb AS result,
+       j.depends_on, j.awaiting
 FROM jq_live_jobs j
 JOIN jq_queue_ids q ON q.queue_id = j.queue_id
 UNION ALL
 SELECT h.id, q.queue_name, h.payload, 'succeeded'::jq_status, h.priority, h.available_at,
        h.attempt_count, h.max_attempts, NULL::text, h.lease_token, NULL::timestamptz, h.lease_length,
        h.claimed_at, h.run_deadline, h.last_error_code, h.last_error_message, h.dedup_key,
-       h.ordering_key, h.created_at, h.finished_at, h.concurrency_key, h.expires_at, h.progress, h.result
+       h.ordering_key, h.created_at, h.finished_at, h.concurrency_key, h.expires_at, h.progress, h.result,
+       h.depends_on, 0
 FROM jq_job_history h
 JOIN jq_queue_ids q ON q.queue_id = h.queue_id;
+
+-- Workflows (guide, "Workflows"): one row per job in jq_live_jobs and each job it depends on, from
+-- its enqueue until it leaves jq_live_jobs (completed, pruned or purged). Keyed by the dependency
+-- first: a completion finds the jobs waiting for it, a failure those to cancel, retention those
+-- still running or pending on a job it would remove. A job's own rows are found by its
+-- `depends_on` and its id, the same key.
+CREATE TABLE jq_job_dependencies (
+    depends_on bigint NOT NULL,
+    job_id     bigint NOT NULL,
+    CONSTRAINT jq_job_dependencies_pkey PRIMARY KEY (depends_on, job_id)
+);
 
 CREATE SEQUENCE jq_job_events_id_seq;
 
@@ -388,5 +416,6 @@ SELECT pg_catalog.pg_extension_config_dump('jq_live_jobs', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_job_history_default', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_jobs_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_job_events', '');
+SELECT pg_catalog.pg_extension_config_dump('jq_job_dependencies', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_job_events_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_token_epochs', '');

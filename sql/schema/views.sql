@@ -10,9 +10,11 @@ WITH clock AS MATERIALIZED (
     SELECT pg_catalog.clock_timestamp() AS now
 ), pending AS (
     SELECT n.queue_name,
-           pg_catalog.count(*) FILTER (WHERE j.available_at <= c.now) AS pending,
-           pg_catalog.count(*) FILTER (WHERE j.available_at > c.now) AS scheduled,
-           pg_catalog.min(j.available_at) FILTER (WHERE j.available_at <= c.now) AS oldest_claimable
+           pg_catalog.count(*) FILTER (WHERE j.awaiting = 0 AND j.available_at <= c.now) AS pending,
+           pg_catalog.count(*) FILTER (WHERE j.awaiting = 0 AND j.available_at > c.now) AS scheduled,
+           pg_catalog.min(j.available_at) FILTER (WHERE j.awaiting = 0 AND j.available_at <= c.now) AS oldest_claimable,
+           -- Held until their dependencies succeed (guide, "Workflows"), neither pending nor scheduled.
+           pg_catalog.count(*) FILTER (WHERE j.awaiting > 0) AS held_by_dependency
     FROM jq_live_jobs j JOIN jq_queue_ids n USING (queue_id), clock c
     WHERE j.status OPERATOR(pg_catalog.=) 'pending' GROUP BY n.queue_name
 ), running AS (
@@ -44,7 +46,7 @@ WITH clock AS MATERIALIZED (
     FROM (
         SELECT j.queue_id, j.concurrency_key, c.now, pg_catalog.count(*) AS due
         FROM jq_live_jobs j, clock c
-        WHERE j.status OPERATOR(pg_catalog.=) 'pending' AND j.concurrency_key IS NOT NULL AND j.available_at <= c.now
+        WHERE j.status OPERATOR(pg_catalog.=) 'pending' AND j.awaiting = 0 AND j.concurrency_key IS NOT NULL AND j.available_at <= c.now
         GROUP BY j.queue_id, j.concurrency_key, c.now
     ) AS k
     JOIN jq_queue_ids n ON n.queue_id = k.queue_id
@@ -81,7 +83,8 @@ SELECT q.queue_name,
             THEN coalesce(p.pending, 0) ELSE 0 END AS held_by_rate_limit,
        coalesce(h.by_key_rate, 0)::bigint AS held_by_key_rate_limit,
        -- A paused queue's claimable jobs all wait for jq_configure(queue, '{"paused": false}').
-       CASE WHEN s.paused THEN coalesce(p.pending, 0) ELSE 0 END AS held_by_pause
+       CASE WHEN s.paused THEN coalesce(p.pending, 0) ELSE 0 END AS held_by_pause,
+       coalesce(p.held_by_dependency, 0) AS held_by_dependency
 FROM queues q
 CROSS JOIN clock c
 LEFT JOIN pending p USING (queue_name)

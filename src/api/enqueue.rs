@@ -4,7 +4,7 @@ use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 use pgrx::spi;
 
-use super::{keys, settings};
+use super::{dependencies, keys, settings};
 use crate::db::{self, clock, payload::Payload};
 use crate::input;
 use crate::rights::{self, Privilege};
@@ -20,12 +20,12 @@ const REGISTER: &str = include_str!("../../sql/queries/queue_register.sql");
 /// Enqueues one job and returns its id. With a dedup key held by a live (pending or running) job of
 /// the queue, returns that job's id and inserts nothing. A job not claimed before `expires_at` ends
 /// cancelled, EXPIRED (guide, "Snooze and deadlines").
-// Its C symbol is new in 0.3.0, whose arguments 0.2.0's definition lacks: `upgrade::jq_enqueue`
-// keeps the old one.
+// Its C symbol is new in 0.4.0, whose `depends_on` 0.3.0's definition lacks: `upgrade` keeps the
+// older ones.
 #[pg_extern(name = "jq_enqueue", volatile, parallel_unsafe)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 #[allow(clippy::too_many_arguments)]
-fn jq_enqueue_job(
+fn jq_enqueue_one(
     queue_name: Option<&str>,
     payload: Option<Payload>,
     priority: default!(Option<i32>, 0),
@@ -35,6 +35,7 @@ fn jq_enqueue_job(
     ordering_key: default!(Option<&str>, "NULL"),
     concurrency_key: default!(Option<&str>, "NULL"),
     expires_at: default!(Option<TimestampWithTimeZone>, "NULL"),
+    depends_on: default!(Option<Vec<Option<i64>>>, "NULL"),
 ) -> spi::Result<i64> {
     let queue_name = input::queue_name(queue_name);
     let payload = input::payload("payload", payload);
@@ -45,7 +46,11 @@ fn jq_enqueue_job(
     let dedup_key = input::key("dedup_key", dedup_key);
     let ordering_key = input::key("ordering_key", ordering_key);
     let concurrency_key = input::concurrency_key(concurrency_key);
+    let depends_on = input::depends_on(depends_on);
     rights::require(queue_name, Privilege::Enqueue);
+    if let Some(depends_on) = &depends_on {
+        dependencies::check(depends_on);
+    }
     let job = NewJob {
         queue_name,
         payload,
@@ -56,6 +61,7 @@ fn jq_enqueue_job(
         ordering_key,
         concurrency_key,
         expires_at,
+        depends_on,
     };
     let now = clock::now();
     rights::as_owner(|| db::connect(|db| insert(db, &job, now)))
@@ -72,6 +78,8 @@ pub(crate) struct NewJob<'a> {
     pub ordering_key: Option<&'a str>,
     pub concurrency_key: Option<&'a str>,
     pub expires_at: Option<TimestampWithTimeZone>,
+    /// The jobs it waits for (guide, "Workflows"), checked by `dependencies::check`.
+    pub depends_on: Option<Vec<i64>>,
 }
 
 /// Inserts the job (or finds the live job that holds its dedup key) and returns its id: jq_enqueue's
@@ -79,6 +87,10 @@ pub(crate) struct NewJob<'a> {
 pub(crate) fn insert(db: &mut db::Session, job: &NewJob, now: TimestampWithTimeZone) -> spi::Result<i64> {
     let (queue_id, queue) = registered(db, job.queue_name)?;
     let insert = if job.dedup_key.is_some() { INSERT_UNLESS_KEY_HELD } else { INSERT };
+    let waits = match &job.depends_on {
+        Some(depends_on) => Some(dependencies::waits(db, depends_on)?),
+        None => None,
+    };
     loop {
         let inserted = db.first::<i64>(
             insert,
@@ -93,11 +105,20 @@ pub(crate) fn insert(db: &mut db::Session, job: &NewJob, now: TimestampWithTimeZ
                 now.into(),
                 job.concurrency_key.into(),
                 job.expires_at.into(),
+                job.depends_on.clone().into(),
+                waits.as_ref().map_or(0, |w| w.awaiting).into(),
             ],
         )?;
         if let Some(id) = inserted {
             if job.ordering_key.is_some() {
                 settings::ordering_keys_used(db, job.queue_name)?;
+            }
+            if let (Some(depends_on), Some(waits)) = (&job.depends_on, &waits) {
+                dependencies::link(db, &[id], depends_on, waits, now)?;
+                if waits.awaiting > 0 || waits.failed.is_some() {
+                    // Held, or cancelled: claimable only once released (src/api/dependencies.rs).
+                    return Ok(id);
+                }
             }
             wake::after_enqueue(job.queue_name, queue.notify);
             after_insert(
@@ -123,7 +144,8 @@ pub(crate) fn insert(db: &mut db::Session, job: &NewJob, now: TimestampWithTimeZ
 // A new C symbol, as for jq_enqueue.
 #[pg_extern(name = "jq_enqueue_batch", volatile, parallel_unsafe)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
-fn jq_enqueue_jobs(
+#[allow(clippy::too_many_arguments)]
+fn jq_enqueue_many(
     queue_name: Option<&str>,
     payloads: Option<Vec<Option<Payload>>>,
     priority: default!(Option<i32>, 0),
@@ -131,6 +153,7 @@ fn jq_enqueue_jobs(
     max_attempts: default!(Option<i32>, "NULL"),
     concurrency_key: default!(Option<&str>, "NULL"),
     expires_at: default!(Option<TimestampWithTimeZone>, "NULL"),
+    depends_on: default!(Option<Vec<Option<i64>>>, "NULL"),
 ) -> spi::Result<SetOfIterator<'static, i64>> {
     let queue_name = input::queue_name(queue_name);
     let payloads = input::payloads(payloads);
@@ -139,7 +162,11 @@ fn jq_enqueue_jobs(
     let expires_at = input::expires_at(expires_at, run_at);
     let max_attempts = input::max_attempts(max_attempts);
     let concurrency_key = input::concurrency_key(concurrency_key);
+    let depends_on = input::depends_on(depends_on);
     rights::require(queue_name, Privilege::Enqueue);
+    if let Some(depends_on) = &depends_on {
+        dependencies::check(depends_on);
+    }
     let now = clock::now();
 
     let any = !payloads.is_empty();
@@ -149,6 +176,10 @@ fn jq_enqueue_jobs(
                 return Ok(Vec::new());
             }
             let (queue_id, queue) = registered(db, queue_name)?;
+            let waits = match &depends_on {
+                Some(depends_on) => Some(dependencies::waits(db, depends_on)?),
+                None => None,
+            };
             let args = [
                 queue_id.into(),
                 payloads.into(),
@@ -158,8 +189,17 @@ fn jq_enqueue_jobs(
                 now.into(),
                 concurrency_key.into(),
                 expires_at.into(),
+                depends_on.clone().into(),
+                waits.as_ref().map_or(0, |w| w.awaiting).into(),
             ];
             let ids: Vec<(i64,)> = db.rows(INSERT_BATCH, &args)?;
+            if let (Some(depends_on), Some(waits)) = (&depends_on, &waits) {
+                let new: Vec<i64> = ids.iter().map(|(id,)| *id).collect();
+                dependencies::link(db, &new, depends_on, waits, now)?;
+                if waits.awaiting > 0 || waits.failed.is_some() {
+                    return Ok(ids);
+                }
+            }
             if let Some(&(first,)) = ids.iter().min() {
                 wake::after_enqueue(queue_name, queue.notify);
                 let first = Key { priority, available_at: run_at.unwrap_or(now).into(), id: first };

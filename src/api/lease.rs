@@ -12,7 +12,7 @@ use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::prelude::*;
 use pgrx::spi;
 
-use crate::api::settings;
+use crate::api::{dependencies, settings};
 use crate::db::text::without_sections;
 use crate::db::{self, clock, payload::Payload, status::Status, Session};
 use crate::input;
@@ -117,17 +117,45 @@ fn jq_complete_job(
         db::connect(|db| {
             let args = [job_id.into(), worker.into(), lease_token.into(), now.into(), result.into()];
             let statement = completing(COMPLETE, &COMPLETE_KEPT)?;
-            let Some((queue_id, claimed_at, keyed)) =
-                db.rows::<(i32, TimestampWithTimeZone, bool)>(statement, &args)?.pop()
+            let Some((queue_id, claimed_at, keyed, dependents, depends_on)) =
+                db.rows::<Completed>(statement, &args)?.pop()
             else {
                 count_refused(db, vec![job_id], Counter::StaleCompletions)?;
                 return Ok(false);
             };
             count_completion(&settings::queue_name(queue_id)?, claimed_at, now, keyed);
+            after_success(db, vec![(job_id, dependents, depends_on)], now)?;
             finish::at_commit(&[job_id]);
             Ok(true)
         })
     })
+}
+
+/// A completion's row: the queue's number, the claim time, whether the job had a concurrency key,
+/// whether jobs depend on it, and what it depended on.
+type Completed = (i32, TimestampWithTimeZone, bool, bool, Option<Vec<i64>>);
+
+/// Workflows (guide, "Workflows"), after jobs succeeded: the jobs waiting on those that have
+/// dependents are counted down, and the rows of those that had dependencies go. Both only for jobs
+/// that use them, so a completion outside workflows runs no statement more.
+fn after_success(
+    db: &mut Session,
+    done: Vec<(i64, bool, Option<Vec<i64>>)>,
+    now: TimestampWithTimeZone,
+) -> spi::Result<()> {
+    let awaited: Vec<i64> = done.iter().filter(|(_, dependents, _)| *dependents).map(|(id, _, _)| *id).collect();
+    if !awaited.is_empty() {
+        dependencies::succeeded(db, awaited, now)?;
+    }
+    let (waited, on): (Vec<i64>, Vec<Vec<i64>>) =
+        done.into_iter().filter_map(|(id, _, depends_on)| depends_on.map(|d| (id, d))).unzip();
+    if !waited.is_empty() {
+        let mut on: Vec<i64> = on.into_iter().flatten().collect();
+        on.sort_unstable();
+        on.dedup();
+        dependencies::unlink(db, waited, on)?;
+    }
+    Ok(())
 }
 
 /// Counts a completion; one of a job with a concurrency key also frees a slot of its key, which
@@ -179,13 +207,17 @@ fn jq_complete_jobs(
                 return Ok(Vec::new());
             }
             let mut completed = Vec::new();
+            let mut workflows = Vec::new();
             let statement = completing(COMPLETE_BATCH, &COMPLETE_BATCH_KEPT)?;
-            for (id, queue_id, claimed_at, keyed) in
-                db.rows::<(i64, i32, TimestampWithTimeZone, bool)>(statement, &args)?
-            {
+            type Row = (i64, i32, TimestampWithTimeZone, bool, bool, Option<Vec<i64>>);
+            for (id, queue_id, claimed_at, keyed, dependents, depends_on) in db.rows::<Row>(statement, &args)? {
                 count_completion(&settings::queue_name(queue_id)?, claimed_at, now, keyed);
                 completed.push(id);
+                if dependents || depends_on.is_some() {
+                    workflows.push((id, dependents, depends_on));
+                }
             }
+            after_success(db, workflows, now)?;
             finish::at_commit(&completed);
             if completed.len() < ids.len() {
                 let refused = ids.iter().copied().filter(|id| !completed.contains(id)).collect();
@@ -234,8 +266,8 @@ fn jq_fail(
                 retry_in.into(),
                 now.into(),
             ];
-            let failed = db.rows::<(i64, String, bool, i32, TimestampWithTimeZone, bool)>(FAIL, &args)?.pop();
-            let Some((id, queue_name, dead, priority, available_at, keyed)) = failed else {
+            let failed = db.rows::<(i64, String, bool, i32, TimestampWithTimeZone, bool, bool)>(FAIL, &args)?.pop();
+            let Some((id, queue_name, dead, priority, available_at, keyed, dependents)) = failed else {
                 count_refused(db, vec![job_id], Counter::StaleCompletions)?;
                 return Ok(false);
             };
@@ -243,6 +275,9 @@ fn jq_fail(
             counters::count(&queue_name, if dead { Counter::Deaths } else { Counter::Retries });
             if dead {
                 finish::at_commit(&[id]);
+                if dependents {
+                    dependencies::ended(db, vec![id], now)?;
+                }
             } else {
                 front::lower_at_commit(&queue_name, Key { priority, available_at: available_at.into(), id }, keyed);
             }

@@ -299,11 +299,17 @@ fn gauge_families(out: &mut String) -> spi::Result<()> {
                 writeln!(out, "jq_health_warning{{queue=\"{}\",check=\"{check}\"}} {}", escape(queue), u8::from(*on));
         }
     }
-    header(out, "jq_held_back_jobs", "gauge", "Claimable jobs a limit or a pause holds back now, by limit.");
-    type Held = (Option<String>, Option<i64>, Option<i64>, Option<i64>, Option<i64>, Option<i64>);
-    for (queue, a, b, c, d, e) in db::read_only_rows::<Held>(HELD, &[])? {
-        let limits = ["concurrency_limit", "key_concurrency_limit", "rate_limit", "key_rate_limit", "pause"];
-        for (limit, n) in limits.iter().zip([a, b, c, d, e]) {
+    header(
+        out,
+        "jq_held_back_jobs",
+        "gauge",
+        "Jobs a limit, a pause or an unfinished dependency holds back now, by limit.",
+    );
+    type Held = (Option<String>, Option<i64>, Option<i64>, Option<i64>, Option<i64>, Option<i64>, Option<i64>);
+    for (queue, a, b, c, d, e, f) in db::read_only_rows::<Held>(HELD, &[])? {
+        let limits =
+            ["concurrency_limit", "key_concurrency_limit", "rate_limit", "key_rate_limit", "pause", "dependency"];
+        for (limit, n) in limits.iter().zip([a, b, c, d, e, f]) {
             let (queue, n) = (escape(&queue.clone().unwrap_or_default()), n.unwrap_or(0));
             let _ = writeln!(out, "jq_held_back_jobs{{queue=\"{queue}\",limit=\"{limit}\"}} {n}");
         }

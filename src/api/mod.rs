@@ -5,6 +5,7 @@
 pub mod backoff;
 pub mod claim;
 pub mod configure;
+pub mod dependencies;
 pub mod enqueue;
 pub mod keys;
 pub mod lease;

@@ -155,28 +155,40 @@ fn run(
         [max_jobs.into(), now.into(), queue_name.into(), skipped.to_vec().into(), only.into()];
     let changed = match pass {
         Pass::Leases => {
-            let rows = db::rows_planned_per_call::<(i64, String, bool)>(REAP, &args)?;
-            for (_, queue_name, dead) in &rows {
+            let rows = db::rows_planned_per_call::<(i64, String, bool, bool)>(REAP, &args)?;
+            for (_, queue_name, dead, _) in &rows {
                 counters::count(queue_name, Counter::LeaseExpirations);
                 counters::count(queue_name, if *dead { Counter::Deaths } else { Counter::Retries });
                 if !*dead {
                     front::forget_at_commit(queue_name);
                 }
             }
-            let died: Vec<i64> = rows.iter().filter(|(_, _, dead)| *dead).map(|(id, ..)| *id).collect();
+            let died: Vec<i64> = rows.iter().filter(|(_, _, dead, _)| *dead).map(|(id, ..)| *id).collect();
             finish::at_commit(&died);
+            let awaited = rows.iter().filter(|(_, _, dead, dependents)| *dead && *dependents).map(|(id, ..)| *id);
+            ended(awaited.collect(), now)?;
             rows.len()
         }
         Pass::Expiry => {
-            let rows = db::rows_planned_per_call::<(i64, String)>(EXPIRE, &args)?;
-            for (_, queue_name) in &rows {
+            let rows = db::rows_planned_per_call::<(i64, String, bool)>(EXPIRE, &args)?;
+            for (_, queue_name, _) in &rows {
                 counters::count(queue_name, Counter::Cancellations);
             }
-            finish::at_commit(&rows.iter().map(|(id, _)| *id).collect::<Vec<_>>());
+            finish::at_commit(&rows.iter().map(|(id, ..)| *id).collect::<Vec<_>>());
+            ended(rows.iter().filter(|(_, _, dependents)| *dependents).map(|(id, ..)| *id).collect(), now)?;
             rows.len()
         }
     };
     Ok(i32::try_from(changed).expect("at most max_jobs rows"))
+}
+
+/// Jobs this pass ended dead or cancelled that others depend on: those are cancelled too (guide,
+/// "Workflows").
+fn ended(ids: Vec<i64>, now: TimestampWithTimeZone) -> spi::Result<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    db::connect(|db| super::dependencies::ended(db, ids, now))
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -40,9 +40,14 @@ fn jq_retry(job_id: Option<i64>) -> spi::Result<bool> {
                     error::dedup_key_held(job_id, &key, holder, &queue_name);
                 }
             }
-            let Some((_, queue_name)) = db.rows::<(i64, String)>(RETRY, &[job_id.into(), now.into()])?.pop() else {
+            let Some((_, queue_name, depends_on)) =
+                db.rows::<(i64, String, Option<Vec<i64>>)>(RETRY, &[job_id.into(), now.into()])?.pop()
+            else {
                 return Ok(false);
             };
+            if let Some(depends_on) = depends_on {
+                super::dependencies::redriven(db, job_id, &depends_on, now)?;
+            }
             front::forget_at_commit(&queue_name);
             Ok(true)
         })
@@ -61,9 +66,14 @@ fn jq_cancel(job_id: Option<i64>) -> spi::Result<bool> {
     }
     rights::as_owner(|| {
         db::connect(|db| {
-            let Some((_, queue_name)) = db.rows::<(i64, String)>(CANCEL, &[job_id.into(), now.into()])?.pop() else {
+            let Some((_, queue_name, dependents)) =
+                db.rows::<(i64, String, bool)>(CANCEL, &[job_id.into(), now.into()])?.pop()
+            else {
                 return Ok(false);
             };
+            if dependents {
+                super::dependencies::ended(db, vec![job_id], now)?;
+            }
             // A pending job this cancel took is pending again if it rolls back, maybe below a front
             // that claims moved past it meanwhile.
             front::forget_at_rollback(&queue_name);

@@ -17,6 +17,7 @@ use crate::{input, rights};
 
 const DAYS_MISSING: &str = include_str!("../../sql/queries/history_days_missing.sql");
 const DAYS_EXPIRED: &str = include_str!("../../sql/queries/history_days_expired.sql");
+const DAY_DEPENDED_ON: &str = include_str!("../../sql/queries/history_day_depended_on.sql");
 const PRUNE_HISTORY: &str = include_str!("../../sql/queries/prune_history.sql");
 const PRUNE_CANCELLED: &str = include_str!("../../sql/queries/prune_cancelled.sql");
 const PRUNE_RATE_COUNTS: &str = include_str!("../../sql/queries/prune_rate_counts.sql");
@@ -111,7 +112,12 @@ fn drop_expired_days(now: TimestampWithTimeZone, by: By) -> spi::Result<i32> {
             .pop()
             .map_or(0, |(n,)| n);
         let events = format!("DELETE FROM jq_job_events e USING {day} h WHERE e.job_id = h.id");
-        match ddl(&[&events, &format!("TRUNCATE {day}")], by.lock_timeout(TRUNCATE_LOCK_TIMEOUT)) {
+        // The day was chosen in a snapshot from before its lock: a job enqueued since may depend on
+        // one of its jobs. Once the lock is held, no other can, and the guard looks again.
+        let lock = format!("LOCK TABLE {day} IN ACCESS EXCLUSIVE MODE");
+        let guard = DAY_DEPENDED_ON.replace("$day", &day);
+        let statements = [lock.as_str(), &guard, &events, &format!("TRUNCATE {day}")];
+        match ddl(&statements, by.lock_timeout(TRUNCATE_LOCK_TIMEOUT)) {
             Ok(()) => pruned = pruned.saturating_add(i32::try_from(count).unwrap_or(i32::MAX)),
             Err(why) => {
                 debug1!("pg_jobqueue: day {day} of history is not truncated yet: {why}");
@@ -126,7 +132,8 @@ fn drop_expired_days(now: TimestampWithTimeZone, by: By) -> spi::Result<i32> {
 }
 
 /// Runs `statements` in one subtransaction with `lock_timeout` set for them: all of them, or, on
-/// any error, none. The caller's own lock_timeout is back in force afterwards.
+/// any error, none. A statement that starts with `-- guard` stops the ones after it when it returns
+/// a row (only locks may come before one). The caller's own lock_timeout is back in force afterwards.
 fn ddl(statements: &[&str], lock_timeout: &str) -> Result<(), String> {
     const SET: &str = "SELECT pg_catalog.set_config('lock_timeout', $1, true)";
     let saved = db::read_only_rows::<(String,)>("SELECT pg_catalog.current_setting('lock_timeout')", &[])
@@ -136,12 +143,18 @@ fn ddl(statements: &[&str], lock_timeout: &str) -> Result<(), String> {
     let done = db::in_subtransaction(|| {
         db::rows_planned_per_call::<()>(SET, &[lock_timeout.into()])?;
         for statement in statements {
-            db::rows_planned_per_call::<()>(statement, &[])?;
+            let rows = db::rows_planned_per_call::<()>(statement, &[])?;
+            if statement.starts_with("-- guard") && !rows.is_empty() {
+                return Ok(Some(statement.lines().next().unwrap_or_default().to_owned()));
+            }
         }
-        Ok(())
+        Ok(None)
     });
     db::rows_planned_per_call::<()>(SET, &[saved.as_str().into()]).map_err(|e| e.to_string())?;
-    done
+    match done? {
+        Some(guard) => Err(format!("stopped by {guard}")),
+        None => Ok(()),
+    }
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -327,6 +327,7 @@ fn fire(schedule: &Due, now: TimestampWithTimeZone) -> spi::Result<i32> {
                 ordering_key: ordering_key.as_deref(),
                 concurrency_key: concurrency_key.as_deref(),
                 expires_at: None,
+                depends_on: None,
             };
             last = Some((*tick, enqueue::insert(db, &job, now)?));
         }

@@ -38,6 +38,7 @@ columns!(
     f64,
     String,
     Vec<String>,
+    Vec<i64>,
     Interval,
     JsonB,
     TimestampWithTimeZone,

@@ -10,7 +10,7 @@ WITH RECURSIVE levels AS (
         FROM jq_live_jobs j
         WHERE j.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1)
           AND j.status OPERATOR(pg_catalog.=) 'pending'
-          AND j.concurrency_key IS NULL
+          AND j.awaiting = 0 AND j.concurrency_key IS NULL
         ORDER BY j.priority DESC, j.available_at, j.id
         LIMIT 1
     ) AS f
@@ -22,7 +22,7 @@ WITH RECURSIVE levels AS (
         FROM jq_live_jobs j
         WHERE j.queue_id = (SELECT n.queue_id FROM jq_queue_ids n WHERE n.queue_name = $1)
           AND j.status OPERATOR(pg_catalog.=) 'pending'
-          AND j.concurrency_key IS NULL
+          AND j.awaiting = 0 AND j.concurrency_key IS NULL
           AND j.priority < l.priority
         ORDER BY j.priority DESC, j.available_at, j.id
         LIMIT 1
