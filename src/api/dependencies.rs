@@ -197,3 +197,287 @@ fn jq_parent_results(
     })?;
     Ok(TableIterator::new(rows))
 }
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    use crate::testing::*;
+
+    fn enqueue_after(queue: &str, depends_on: &[i64]) -> i64 {
+        one::<i64>(&format!("SELECT jq_enqueue('{queue}', '{{}}', depends_on => ARRAY{depends_on:?}::bigint[])"))
+    }
+
+    fn awaiting(id: i64) -> i32 {
+        one::<i32>(&format!("SELECT awaiting FROM jq_jobs WHERE id = {id}"))
+    }
+
+    fn error(id: i64) -> String {
+        one::<String>(&format!(
+            "SELECT concat_ws(': ', last_error_code, last_error_message) FROM jq_jobs WHERE id = {id}"
+        ))
+    }
+
+    /// Claims and completes the one claimable job of `queue`, which must be `id`.
+    fn run_job(queue: &str, id: i64) {
+        let (claimed, token) = claim(queue, "w", "30 s").unwrap_or_else(|| panic!("job {id} is not claimable"));
+        assert_eq!(claimed, id, "the claim took another job than {id}");
+        assert!(complete(id, "w", token));
+    }
+
+    #[pg_test]
+    fn a_job_is_held_until_its_last_dependency_succeeds() {
+        let a = enqueue("fetch");
+        let b = enqueue("fetch");
+        let merge = enqueue_after("merge", &[a, b]);
+        assert_eq!((status(merge), awaiting(merge)), ("pending".into(), 2));
+        assert_eq!(claim("merge", "w", "30 s"), None, "held, not claimable");
+        run_job("fetch", a);
+        assert_eq!(awaiting(merge), 1);
+        assert_eq!(claim("merge", "w", "30 s"), None, "one dependency left");
+        run_job("fetch", b);
+        assert_eq!(awaiting(merge), 0);
+        run_job("merge", merge);
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_job_dependencies"), 0, "its rows went with it");
+    }
+
+    #[pg_test]
+    fn a_diamond_runs_each_job_once_and_in_order() {
+        let top = enqueue("d");
+        let left = enqueue_after("d", &[top]);
+        let right = enqueue_after("d", &[top]);
+        let bottom = enqueue_after("d", &[left, right]);
+        run_job("d", top);
+        let (x, tx) = claim("d", "w", "30 s").unwrap();
+        let (y, ty) = claim("d", "w", "30 s").unwrap();
+        assert_eq!([x.min(y), x.max(y)], [left, right]);
+        assert_eq!(claim("d", "w", "30 s"), None, "the bottom waits for both sides");
+        assert!(complete(x, "w", tx));
+        assert_eq!(claim("d", "w", "30 s"), None);
+        assert!(complete(y, "w", ty));
+        run_job("d", bottom);
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_jobs WHERE status = 'succeeded' AND attempt_count = 1"), 4);
+    }
+
+    #[pg_test]
+    fn a_death_cancels_the_chain_below_it_with_events_naming_the_dependency() {
+        let head = one::<i64>("SELECT jq_enqueue('c', '{}', max_attempts => 1)");
+        let second = enqueue_after("c", &[head]);
+        let third = enqueue_after("c", &[second]);
+        let (id, token) = claim("c", "w", "30 s").unwrap();
+        assert_eq!(id, head);
+        assert!(fail(id, "w", token));
+        assert_eq!(status(head), "dead");
+        assert_eq!(
+            (status(second), error(second)),
+            ("cancelled".into(), format!("DEPENDENCY_FAILED: depends on job {head}, which ended dead"))
+        );
+        assert_eq!(
+            (status(third), error(third)),
+            ("cancelled".into(), format!("DEPENDENCY_FAILED: depends on job {second}, which ended cancelled"))
+        );
+        assert_eq!(
+            one::<String>(&format!(
+                "SELECT string_agg(concat_ws('/', job_id - {head}, event, status, error_code), ' ' ORDER BY id)
+                 FROM jq_job_events WHERE job_id IN ({second}, {third})"
+            )),
+            "1/cancelled/cancelled/DEPENDENCY_FAILED 2/cancelled/cancelled/DEPENDENCY_FAILED"
+        );
+    }
+
+    #[pg_test]
+    fn a_cancel_or_an_expiry_cancels_the_dependents() {
+        let cancelled = enqueue("x");
+        let child = enqueue_after("x", &[cancelled]);
+        assert!(one::<bool>(&format!("SELECT jq_cancel({cancelled})")));
+        assert_eq!(error(child), format!("DEPENDENCY_FAILED: depends on job {cancelled}, which ended cancelled"));
+        let expiring = one::<i64>("SELECT jq_enqueue('y', '{}', expires_at => clock_timestamp() + interval '10 ms')");
+        let waiting = enqueue_after("y", &[expiring]);
+        sleep(0.05);
+        run("SELECT jq_reap()");
+        assert_eq!(status(expiring), "cancelled");
+        assert_eq!(error(waiting), format!("DEPENDENCY_FAILED: depends on job {expiring}, which ended expired"));
+    }
+
+    #[pg_test]
+    fn a_lease_that_runs_out_of_attempts_cancels_the_dependents() {
+        let parent = one::<i64>("SELECT jq_enqueue('r', '{}', max_attempts => 1)");
+        let child = enqueue_after("r", &[parent]);
+        claim("r", "w", "10 ms").unwrap();
+        sleep(0.05);
+        run("SELECT jq_reap()");
+        assert_eq!(status(parent), "dead");
+        assert_eq!(error(child), format!("DEPENDENCY_FAILED: depends on job {parent}, which ended dead"));
+    }
+
+    #[pg_test]
+    fn a_dependency_already_succeeded_is_satisfied_and_one_already_failed_cancels_at_once() {
+        let done = enqueue("s");
+        run_job("s", done);
+        let ready = enqueue_after("s", &[done]);
+        assert_eq!((status(ready), awaiting(ready)), ("pending".into(), 0));
+        run_job("s", ready);
+        let dead = make_dead("s", 1, "E")[0];
+        let doomed = enqueue_after("s", &[done, dead]);
+        assert_eq!(
+            (status(doomed), error(doomed)),
+            ("cancelled".into(), format!("DEPENDENCY_FAILED: depends on job {dead}, which ended dead"))
+        );
+        assert_eq!(claim("s", "w", "30 s"), None);
+    }
+
+    #[pg_test]
+    fn a_dependency_that_fails_and_then_succeeds_on_retry_releases_its_dependent() {
+        let parent = enqueue("f");
+        let child = enqueue_after("f", &[parent]);
+        let (id, token) = claim("f", "w", "30 s").unwrap();
+        assert!(one::<bool>(&format!("SELECT jq_fail({id}, 'w', {token}, 'FLAKY', retry_in => interval '0 s')")));
+        assert_eq!((status(child), awaiting(child)), ("pending".into(), 1), "a retry is no failure of the dependency");
+        run_job("f", parent);
+        run_job("f", child);
+    }
+
+    #[pg_test]
+    fn a_redriven_child_waits_again_for_what_has_not_succeeded() {
+        let parent = one::<i64>("SELECT jq_enqueue('t', '{}', max_attempts => 1)");
+        let other = enqueue("t2");
+        let child = enqueue_after("t", &[parent, other]);
+        let (id, token) = claim("t", "w", "30 s").unwrap();
+        assert!(fail(id, "w", token));
+        assert_eq!(status(child), "cancelled");
+        // Re-driven while its dependency is still dead: cancelled again at once.
+        assert!(one::<bool>(&format!("SELECT jq_retry({child})")));
+        assert_eq!(error(child), format!("DEPENDENCY_FAILED: depends on job {parent}, which ended dead"));
+        // The dependency re-driven first, then the child: it waits for both again.
+        assert!(one::<bool>(&format!("SELECT jq_retry({parent})")));
+        assert!(one::<bool>(&format!("SELECT jq_retry({child})")));
+        assert_eq!((status(child), awaiting(child)), ("pending".into(), 2));
+        run_job("t2", other);
+        let (id, token) = claim("t", "w", "30 s").unwrap();
+        assert_eq!(id, parent, "the child still waits");
+        assert!(complete(parent, "w", token));
+        run_job("t", child);
+    }
+
+    #[pg_test]
+    fn a_fan_in_of_ten_thousand_dependencies_releases_once() {
+        run("SET LOCAL pg_jobqueue.max_batch_size = 10000");
+        let parents: Vec<i64> = Spi::connect(|c| {
+            c.select("SELECT jq_enqueue_batch('in', array_fill('{}'::jsonb, ARRAY[10000]))", None, &[])
+                .unwrap()
+                .map(|row| row.get::<i64>(1).unwrap().unwrap())
+                .collect()
+        });
+        let merge = enqueue_after("merge", &parents);
+        assert_eq!(awaiting(merge), 10000);
+        for _ in 0..10 {
+            run("SELECT count(*)
+                 FROM (SELECT array_agg(id ORDER BY id) AS ids, array_agg(lease_token ORDER BY id) AS tokens
+                       FROM jq_claim('in', 'w', batch_size => 1000)) AS c,
+                      jq_complete_batch(c.ids, 'w', c.tokens)");
+        }
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_jobs WHERE queue_name = 'in' AND status = 'succeeded'"), 10000);
+        assert_eq!(awaiting(merge), 0);
+        run_job("merge", merge);
+        assert_eq!(
+            one::<i64>(&format!("SELECT count(*) FROM jq_parent_results({merge}) WHERE status = 'succeeded'")),
+            10000
+        );
+    }
+
+    #[pg_test]
+    fn a_fan_out_of_ten_thousand_dependents_is_released_by_one_completion() {
+        run("SET LOCAL pg_jobqueue.max_batch_size = 10000");
+        let parent = enqueue("out");
+        run(&format!(
+            "SELECT count(*) FROM jq_enqueue_batch('out2', array_fill('{{}}'::jsonb, ARRAY[10000]), depends_on => ARRAY[{parent}]::bigint[])"
+        ));
+        assert_eq!(one::<i64>("SELECT held_by_dependency FROM jq_queue_stats WHERE queue_name = 'out2'"), 10000);
+        assert_eq!(one::<i64>("SELECT pending FROM jq_queue_stats WHERE queue_name = 'out2'"), 0);
+        run_job("out", parent);
+        assert_eq!(one::<i64>("SELECT held_by_dependency FROM jq_queue_stats WHERE queue_name = 'out2'"), 0);
+        assert_eq!(one::<i64>("SELECT pending FROM jq_queue_stats WHERE queue_name = 'out2'"), 10000);
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_claim('out2', 'w', batch_size => 1000)"), 1000);
+    }
+
+    #[pg_test]
+    fn parent_results_give_each_dependency_in_the_order_named() {
+        let a = enqueue("p");
+        let b = enqueue("p");
+        let child = enqueue_after("p2", &[b, a]);
+        let (id, token) = claim("p", "w", "30 s").unwrap();
+        assert_eq!(id, a);
+        assert!(one::<bool>(&format!("SELECT jq_complete({a}, 'w', {token}, '{{\"n\": 1}}')")));
+        assert_eq!(
+            one::<String>(&format!(
+                "SELECT string_agg(concat_ws('/', job_id, status, result), ' ' ORDER BY ordinality)
+                 FROM jq_parent_results({child}) WITH ORDINALITY"
+            )),
+            format!("{b}/pending {a}/succeeded/{{\"n\": 1}}")
+        );
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_parent_results(999999999)"), 0);
+    }
+
+    #[pg_test]
+    fn held_jobs_are_counted_in_the_figures_and_metrics() {
+        let parent = enqueue("h");
+        enqueue_after("h", &[parent]);
+        assert_eq!(
+            one::<String>("SELECT concat_ws('/', pending, scheduled, held_by_dependency) FROM jq_queue_stats WHERE queue_name = 'h'"),
+            "1/0/1"
+        );
+        assert!(
+            one::<String>("SELECT jq_metrics()").contains("jq_held_back_jobs{queue=\"h\",limit=\"dependency\"} 1\n")
+        );
+    }
+
+    #[pg_test]
+    fn a_batch_depends_as_one_job_does() {
+        let parent = enqueue("b");
+        run(&format!(
+            "SELECT jq_enqueue_batch('b2', ARRAY['{{}}', '{{}}']::jsonb[], depends_on => ARRAY[{parent}]::bigint[])"
+        ));
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_jobs WHERE queue_name = 'b2' AND awaiting = 1"), 2);
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_job_dependencies"), 2);
+        run_job("b", parent);
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_claim('b2', 'w', batch_size => 10)"), 2);
+    }
+
+    #[pg_test]
+    fn retention_keeps_a_job_that_a_pending_job_depends_on() {
+        run("INSERT INTO jq_queues (queue_name, retention) VALUES ('old', '1 hour')");
+        let kept = enqueue("old");
+        let other = enqueue("other");
+        let child = enqueue_after("new", &[kept, other]);
+        run_job("old", kept);
+        let gone = enqueue("old");
+        run_job("old", gone);
+        run("UPDATE jq_job_history SET finished_at = clock_timestamp() - interval '2 hours'");
+        run("SELECT jq_prune()");
+        assert_eq!(
+            one::<String>("SELECT string_agg(id::text, ',') FROM jq_jobs WHERE queue_name = 'old'"),
+            kept.to_string()
+        );
+        run_job("other", other);
+        run_job("new", child);
+        run("UPDATE jq_job_history SET finished_at = clock_timestamp() - interval '2 hours'");
+        run("SELECT jq_prune()");
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_jobs WHERE queue_name = 'old'"), 0, "its dependent is final");
+    }
+
+    #[pg_test]
+    fn a_queue_that_keeps_nothing_keeps_a_job_others_depend_on() {
+        run("SELECT jq_configure('light', '{\"keep_succeeded\": false}')");
+        let parent = enqueue("light");
+        let alone = enqueue("light");
+        let child = enqueue_after("heavy", &[parent]);
+        run_job("light", parent);
+        run_job("light", alone);
+        assert_eq!(
+            one::<String>("SELECT string_agg(id::text, ',') FROM jq_jobs WHERE queue_name = 'light'"),
+            parent.to_string()
+        );
+        run_job("heavy", child);
+    }
+}

@@ -256,14 +256,56 @@ mod tests {
         ] {
             let enqueue = generic_plan(
                 sql,
-                "int, jsonb, int, timestamptz, int, text, text, timestamptz, text, timestamptz",
-                &format!("1, '{{}}', 0, NULL, 8, {dedup_key}, NULL, now(), 'k', NULL"),
+                "int, jsonb, int, timestamptz, int, text, text, timestamptz, text, timestamptz, bigint[], int",
+                &format!("1, '{{}}', 0, NULL, 8, {dedup_key}, NULL, now(), 'k', NULL, NULL, 0"),
             );
             assert_no_seq_scan(&enqueue);
             // The queue's number and default max_attempts are the session's kept settings.
             for table in ["jq_queues", "jq_queue_ids"] {
                 assert!(!plan_nodes(&enqueue).iter().any(|n| n["Relation Name"] == table), "{table}: {enqueue}");
             }
+        }
+    }
+
+    /// The workflow statements (guide, "Workflows") find their rows by primary keys, whatever the
+    /// statistics said when the session's plan was made: a completion's count-down reads the
+    /// dependencies' key from the completed jobs, and a failure's round as well.
+    #[pg_test]
+    fn workflow_statements_read_by_key() {
+        // What `run` sets while it plans and runs them.
+        run("SET LOCAL plan_cache_mode = force_generic_plan");
+        run("SET LOCAL enable_seqscan = off");
+        for (sql, types, args, index) in [
+            (include_str!("../../sql/queries/dependencies_mark.sql"), "bigint[]", "ARRAY[1]", "jq_live_jobs_pkey"),
+            (
+                include_str!("../../sql/queries/dependencies_release.sql"),
+                "bigint[], timestamptz",
+                "ARRAY[1], now()",
+                "jq_job_dependencies_pkey",
+            ),
+            (
+                include_str!("../../sql/queries/dependencies_waiting.sql"),
+                "bigint[]",
+                "ARRAY[1]",
+                "jq_job_dependencies_pkey",
+            ),
+            (
+                include_str!("../../sql/queries/dependencies_cancel.sql"),
+                "bigint[], bigint[], timestamptz",
+                "ARRAY[1], ARRAY[2], now()",
+                "jq_live_jobs_pkey",
+            ),
+            (
+                include_str!("../../sql/queries/dependencies_unlink.sql"),
+                "bigint[], bigint[]",
+                "ARRAY[1], ARRAY[2]",
+                "jq_job_dependencies_pkey",
+            ),
+            (include_str!("../../sql/queries/parent_results.sql"), "bigint", "1", "jq_live_jobs_pkey"),
+        ] {
+            let plan = generic_plan(sql, types, args);
+            assert_no_seq_scan(&plan);
+            assert_reads_index(&plan, index);
         }
     }
 
