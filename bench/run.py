@@ -39,7 +39,11 @@ VARIANTS = {
     "jq_keep_nothing": ([], ["w3"]),
     # W3 on a backlog older than the starvation limit (bench/systems/jobqueue/fill_aged.sql).
     "jq_aged": ([], ["w3"]),
+    # W13: W3 on a DAG (bench/systems/jobqueue/fill_dag.sql): units of one job, 100 that depend on
+    # it and one that depends on those 100, DAG_JOBS jobs in all.
+    "jq_dag": ([], ["w3"]),
 }
+DAG_JOBS = 100_000
 HISTORY_ROWS = 10_000_000
 CLIENTS = 8
 # A fixed configuration, the same for every system; synchronous_commit is set per pass.
@@ -120,7 +124,8 @@ class System:
         (W9's history stays)."""
         self.sql("reset_live" if self.name == "jq_history" else "reset")
         if fill:
-            self.sql({"jq_keys": "fill_keyed", "jq_aged": "fill_aged"}.get(self.name, "fill"), fill=fill)
+            self.sql({"jq_keys": "fill_keyed", "jq_aged": "fill_aged", "jq_dag": "fill_dag"}.get(self.name, "fill"),
+                     fill=fill)
         self.vacuum()
         self.cluster.psql(self.name, "CHECKPOINT")
 
@@ -244,6 +249,8 @@ def throughput_workloads(systems, seconds, runs, wanted):
         for run in range(runs):
             for system in taking_part:
                 size = fill if fill is not None else max(20000, EXPECTED_RATE[workload] * seconds * 3 // 2)
+                if system.name == "jq_dag":
+                    size = DAG_JOBS
                 r = throughput_run(system, workload, script, jobs_per_tx, seconds, defines, size, hold)
                 per_system[system.name].append(r)
                 print(f"  {workload:7} run {run + 1}  {system.name:14} {r['jobs_per_s']:10.0f} jobs/s"
@@ -435,6 +442,7 @@ GOALS = [
     ("W1 vs baseline", "w1", "jobqueue", "baseline", 0.9, 0.9),
     ("W2 vs pgmq", "w2", "jobqueue", "pgmq", 1.0, 1.0),
     ("W11 1,000 keys vs W3", "w3", "jq_keys", "jobqueue", 0.8, 0.8),
+    ("W13 DAG vs W3", "w3", "jq_dag", "jobqueue", 0.8, 0.8),
 ]
 # WAL per W3 job against the baseline's, at most: (label, system, goal).
 WAL_GOALS = [
@@ -575,6 +583,8 @@ def main():
     parser.add_argument("--only", help="comma-separated synchronous_commit passes to run (on,off)")
     parser.add_argument("--workloads", help="comma-separated workloads to run (w1,...,w5, notify, rate, stats, w8, await); "
                         "W6 and W7 only when not given")
+    parser.add_argument("--systems", help="comma-separated systems and variants to install and run "
+                        "(jobqueue, baseline, pgmq, " + ", ".join(VARIANTS) + "); all when not given")
     parser.add_argument("--no-preload", action="store_true",
                         help="run the server as installed by default: without shared_preload_libraries")
     parser.add_argument("--output", default=str(ROOT / "target/bench/results.json"))
@@ -596,6 +606,10 @@ def main():
     try:
         systems = [System(cluster, name) for name in SYSTEMS]
         variants = [System(cluster, name, settings, workloads) for name, (settings, workloads) in VARIANTS.items()]
+        if args.systems:
+            chosen = args.systems.split(",")
+            systems = [s for s in systems if s.name in chosen]
+            variants = [s for s in variants if s.name in chosen]
         for system in systems + variants:
             system.install(pgmq_sql)
         version = cluster.psql("jobqueue", "SELECT extversion FROM pg_extension WHERE extname = 'pg_jobqueue'")

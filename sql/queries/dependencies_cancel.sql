@@ -13,6 +13,9 @@ WITH given AS (
                                  THEN 'expired' ELSE p.status::text END
                      FROM jq_live_jobs p WHERE p.id = g.cause), 'gone') AS message
     FROM given g
+), locked AS MATERIALIZED (
+    -- Locked in the order of their ids first, as dependencies_release.sql says why.
+    SELECT j.id FROM jq_live_jobs j WHERE j.id = ANY (ARRAY(SELECT c.job_id FROM causes c)) ORDER BY j.id FOR UPDATE OF j
 ), cancelled AS (
     UPDATE jq_live_jobs j
     SET status = 'cancelled',
@@ -20,7 +23,8 @@ WITH given AS (
         last_error_code = 'DEPENDENCY_FAILED',
         last_error_message = c.message
     FROM causes c
-    WHERE j.id = c.job_id
+    WHERE j.id = ANY (ARRAY(SELECT l.id FROM locked l))
+      AND j.id = c.job_id
       AND j.status OPERATOR(pg_catalog.=) 'pending'
     RETURNING j.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = j.queue_id) AS queue_name,
               j.attempt_count, j.lease_token, j.dependents, c.message

@@ -12,6 +12,8 @@
 //! fails with 40001 instead). Two dependencies completing at once both update the waiting job's
 //! row, so the second counts down from what the first left.
 
+use std::collections::BTreeMap;
+
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 use pgrx::spi;
@@ -32,7 +34,6 @@ const LINK: &str = include_str!("../../sql/queries/dependencies_link.sql");
 const RELEASE: &str = include_str!("../../sql/queries/dependencies_release.sql");
 const WAITING: &str = include_str!("../../sql/queries/dependencies_waiting.sql");
 const CANCEL: &str = include_str!("../../sql/queries/dependencies_cancel.sql");
-const UNLINK: &str = include_str!("../../sql/queries/dependencies_unlink.sql");
 const AWAIT: &str = include_str!("../../sql/queries/dependencies_await.sql");
 const PARENT_RESULTS: &str = include_str!("../../sql/queries/parent_results.sql");
 
@@ -102,27 +103,50 @@ pub(crate) fn link(
     Ok(())
 }
 
-/// The jobs `done` succeeded (a completion, of jobs that have dependents): those waiting on them
-/// wait for one fewer, and those that now wait for none are claimable once this commits.
-pub(crate) fn succeeded(db: &mut Session, done: Vec<i64>, now: TimestampWithTimeZone) -> spi::Result<()> {
+/// Jobs succeeded (a completion): those waiting on `awaited` (those with dependents) wait for one
+/// fewer, and those that now wait for none are claimable once this commits; the rows of `waited`
+/// (those that had dependencies, on `on`) in jq_job_dependencies go, as they leave jq_live_jobs.
+pub(crate) fn succeeded(
+    db: &mut Session,
+    awaited: Vec<i64>,
+    waited: Vec<i64>,
+    on: Vec<i64>,
+    now: TimestampWithTimeZone,
+) -> spi::Result<()> {
     type Released = (i64, String, bool, i32, TimestampWithTimeZone, bool, bool);
+    // Per queue: the first of the jobs released in claim order, whether one of them has an
+    // ordering key, and whether one has a concurrency key.
+    let mut queues: BTreeMap<String, (Option<Key>, bool, bool)> = BTreeMap::new();
     for (id, queue_name, released, priority, available_at, ordered, keyed) in
-        db.rows::<Released>(RELEASE, &[done.into(), now.into()])?
+        db.rows::<Released>(RELEASE, &[awaited.into(), now.into(), waited.into(), on.into()])?
     {
         if released {
-            made_claimable(&queue_name, Key { priority, available_at: available_at.into(), id }, ordered, keyed)?;
+            let queue = queues.entry(queue_name).or_default();
+            if keyed {
+                queue.2 = true;
+            } else {
+                let key = Key { priority, available_at: available_at.into(), id };
+                queue.0 = Some(queue.0.map_or(key, |first| first.min(key)));
+                queue.1 |= ordered;
+            }
         }
+    }
+    for (queue_name, (first, ordered, keyed)) in queues {
+        made_claimable(&queue_name, first, ordered, keyed)?;
     }
     Ok(())
 }
 
-/// A job became claimable: claims are told as an enqueue tells them (the claim front, the key
-/// rotation, waiting claims and LISTEN clients), once this commits.
-fn made_claimable(queue_name: &str, key: Key, ordered: bool, keyed: bool) -> spi::Result<()> {
+/// Jobs of the queue became claimable (`first`, the first of those without a concurrency key in
+/// claim order; `keyed`: some with one): claims are told as an enqueue tells them (the claim front,
+/// the key rotation, waiting claims and LISTEN clients), once this commits. Once per queue, however
+/// many jobs one completion released.
+fn made_claimable(queue_name: &str, first: Option<Key>, ordered: bool, keyed: bool) -> spi::Result<()> {
     if keyed {
         super::keys::enqueued_keyed(queue_name);
-    } else {
-        front::lower_at_commit(queue_name, key, ordered);
+    }
+    if let Some(first) = first {
+        front::lower_at_commit(queue_name, first, ordered);
     }
     wake::after_enqueue(queue_name, settings::of(queue_name)?.notify);
     Ok(())
@@ -154,13 +178,6 @@ fn cancel(db: &mut Session, jobs: Vec<i64>, causes: Vec<i64>, now: TimestampWith
     }
     finish::at_commit(&ids);
     Ok(cancelled.into_iter().filter(|(_, _, dependents)| *dependents).map(|(id, _, _)| id).collect())
-}
-
-/// The jobs `job_ids` left jq_live_jobs (completed): their rows in jq_job_dependencies go, found by
-/// `depends_on`, the union of what they depended on.
-pub(crate) fn unlink(db: &mut Session, job_ids: Vec<i64>, depends_on: Vec<i64>) -> spi::Result<()> {
-    db.rows::<()>(UNLINK, &[job_ids.into(), depends_on.into()])?;
-    Ok(())
 }
 
 /// A job re-driven (jq_retry) that has dependencies waits again for those that have not succeeded,

@@ -136,26 +136,23 @@ fn jq_complete_job(
 type Completed = (i32, TimestampWithTimeZone, bool, bool, Option<Vec<i64>>);
 
 /// Workflows (guide, "Workflows"), after jobs succeeded: the jobs waiting on those that have
-/// dependents are counted down, and the rows of those that had dependencies go. Both only for jobs
-/// that use them, so a completion outside workflows runs no statement more.
+/// dependents are counted down, and the rows of those that had dependencies go, in one statement.
+/// Only for jobs that use them, so a completion outside workflows runs no statement more.
 fn after_success(
     db: &mut Session,
     done: Vec<(i64, bool, Option<Vec<i64>>)>,
     now: TimestampWithTimeZone,
 ) -> spi::Result<()> {
     let awaited: Vec<i64> = done.iter().filter(|(_, dependents, _)| *dependents).map(|(id, _, _)| *id).collect();
-    if !awaited.is_empty() {
-        dependencies::succeeded(db, awaited, now)?;
-    }
     let (waited, on): (Vec<i64>, Vec<Vec<i64>>) =
         done.into_iter().filter_map(|(id, _, depends_on)| depends_on.map(|d| (id, d))).unzip();
-    if !waited.is_empty() {
-        let mut on: Vec<i64> = on.into_iter().flatten().collect();
-        on.sort_unstable();
-        on.dedup();
-        dependencies::unlink(db, waited, on)?;
+    if awaited.is_empty() && waited.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    let mut on: Vec<i64> = on.into_iter().flatten().collect();
+    on.sort_unstable();
+    on.dedup();
+    dependencies::succeeded(db, awaited, waited, on, now)
 }
 
 /// Counts a completion; one of a job with a concurrency key also frees a slot of its key, which

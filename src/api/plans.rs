@@ -279,8 +279,8 @@ mod tests {
             (include_str!("../../sql/queries/dependencies_mark.sql"), "bigint[]", "ARRAY[1]", "jq_live_jobs_pkey"),
             (
                 include_str!("../../sql/queries/dependencies_release.sql"),
-                "bigint[], timestamptz",
-                "ARRAY[1], now()",
+                "bigint[], timestamptz, bigint[], bigint[]",
+                "ARRAY[1], now(), ARRAY[3], ARRAY[2]",
                 "jq_job_dependencies_pkey",
             ),
             (
@@ -294,12 +294,6 @@ mod tests {
                 "bigint[], bigint[], timestamptz",
                 "ARRAY[1], ARRAY[2], now()",
                 "jq_live_jobs_pkey",
-            ),
-            (
-                include_str!("../../sql/queries/dependencies_unlink.sql"),
-                "bigint[], bigint[]",
-                "ARRAY[1], ARRAY[2]",
-                "jq_job_dependencies_pkey",
             ),
             (include_str!("../../sql/queries/parent_results.sql"), "bigint", "1", "jq_live_jobs_pkey"),
         ] {
