@@ -1,4 +1,4 @@
--- $1 job_id, $2 worker, $3 lease_token, $4 delay, $5 now
+-- $1 job_id, $2 worker, $3 lease_token, $4 delay, $5 now, $6 the text 'running'
 -- A snooze (guide, "Snooze and deadlines"): the running job is pending again after `delay`, and
 -- gets back the attempt its claim counted, so snoozing never spends its budget. The lease ends
 -- here, so the worker's later heartbeat or completion finds nothing to match; the next claim
@@ -11,9 +11,8 @@ WITH snoozed AS (
         attempt_count = j.attempt_count - 1,
         lease_owner = NULL,
         lease_expires_at = NULL
-    WHERE j.ctid = (SELECT ctid FROM jq_live_jobs WHERE id = $1)
-      AND j.id = $1
-      AND j.status OPERATOR(pg_catalog.=) 'running'
+    WHERE j.id = $1
+      AND j.status OPERATOR(pg_catalog.=) $6::jq_status
       AND j.lease_owner = $2
       AND j.lease_token = $3
       AND j.lease_expires_at > $5

@@ -83,7 +83,7 @@ fn jq_heartbeat(
     }
     rights::as_owner(|| {
         db::connect(|db| {
-            let args = [job_id.into(), worker.into(), lease_token.into(), extend.into(), now.into()];
+            let args = [job_id.into(), worker.into(), lease_token.into(), extend.into(), now.into(), "running".into()];
             let extended = super::tokens::lease_write(|| db.rows::<(String,)>(HEARTBEAT, &args))?;
             if extended.is_empty() {
                 count_refused(db, vec![job_id], Counter::StaleHeartbeats)?;
@@ -115,7 +115,7 @@ fn jq_complete_job(
     }
     rights::as_owner(|| {
         db::connect(|db| {
-            let args = [job_id.into(), worker.into(), lease_token.into(), now.into(), result.into()];
+            let args = [job_id.into(), worker.into(), lease_token.into(), now.into(), result.into(), "running".into()];
             let statement = completing(COMPLETE, &COMPLETE_KEPT)?;
             let Some((queue_id, claimed_at, keyed, dependents, depends_on)) =
                 db.rows::<Completed>(statement, &args)?.pop()
@@ -262,6 +262,7 @@ fn jq_fail(
                 retryable.into(),
                 retry_in.into(),
                 now.into(),
+                "running".into(),
             ];
             let failed = db.rows::<(i64, String, bool, i32, TimestampWithTimeZone, bool, bool)>(FAIL, &args)?.pop();
             let Some((id, queue_name, dead, priority, available_at, keyed, dependents)) = failed else {

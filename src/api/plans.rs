@@ -202,8 +202,8 @@ mod tests {
             }
         }
         let by_id = [
-            (complete, "bigint, text, bigint, timestamptz, jsonb", "1, 'w', 1, now(), NULL"),
-            (complete_kept, "bigint, text, bigint, timestamptz, jsonb", "1, 'w', 1, now(), NULL"),
+            (complete, "bigint, text, bigint, timestamptz, jsonb, text", "1, 'w', 1, now(), NULL, 'running'"),
+            (complete_kept, "bigint, text, bigint, timestamptz, jsonb, text", "1, 'w', 1, now(), NULL, 'running'"),
             (
                 batch,
                 "bigint[], text, bigint[], timestamptz, text, jsonb[]",
@@ -216,23 +216,23 @@ mod tests {
             ),
             (
                 include_str!("../../sql/queries/progress.sql"),
-                "bigint, text, bigint, jsonb, timestamptz",
-                "1, 'w', 1, '{}', now()",
+                "bigint, text, bigint, jsonb, timestamptz, text",
+                "1, 'w', 1, '{}', now(), 'running'",
             ),
             (
                 include_str!("../../sql/queries/snooze.sql"),
-                "bigint, text, bigint, interval, timestamptz",
-                "1, 'w', 1, '1 s', now()",
+                "bigint, text, bigint, interval, timestamptz, text",
+                "1, 'w', 1, '1 s', now(), 'running'",
             ),
             (
                 include_str!("../../sql/queries/heartbeat.sql"),
-                "bigint, text, bigint, interval, timestamptz",
-                "1, 'w', 1, NULL, now()",
+                "bigint, text, bigint, interval, timestamptz, text",
+                "1, 'w', 1, NULL, now(), 'running'",
             ),
             (
                 include_str!("../../sql/queries/fail.sql"),
-                "bigint, text, bigint, text, text, boolean, interval, timestamptz",
-                "1, 'w', 1, 'E', NULL, true, NULL, now()",
+                "bigint, text, bigint, text, text, boolean, interval, timestamptz, text",
+                "1, 'w', 1, 'E', NULL, true, NULL, now(), 'running'",
             ),
         ];
         let redrive = [

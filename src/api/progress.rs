@@ -40,7 +40,8 @@ fn jq_progress(
     }
     rights::as_owner(|| {
         db::connect(|db| {
-            let args = [job_id.into(), worker.into(), lease_token.into(), progress.into(), now.into()];
+            let args =
+                [job_id.into(), worker.into(), lease_token.into(), progress.into(), now.into(), "running".into()];
             // Not a lease write (as a heartbeat is): the report is data a retry resumes from, so it
             // commits as durably as the session's synchronous_commit says.
             if db.rows::<(String,)>(PROGRESS, &args)?.is_empty() {
@@ -90,7 +91,7 @@ fn jq_snooze(
     }
     rights::as_owner(|| {
         db::connect(|db| {
-            let args = [job_id.into(), worker.into(), lease_token.into(), delay.into(), now.into()];
+            let args = [job_id.into(), worker.into(), lease_token.into(), delay.into(), now.into(), "running".into()];
             let snoozed = db.rows::<(String, i32, TimestampWithTimeZone, bool)>(SNOOZE, &args)?.pop();
             let Some((queue_name, priority, available_at, ordered)) = snoozed else {
                 count_refused(db, vec![job_id], Counter::StaleCompletions)?;
