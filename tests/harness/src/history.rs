@@ -4,6 +4,11 @@
 //! where every job ended. `boundary_12_a_randomized_history_keeps_every_guarantee` (faults.rs) runs
 //! it against one server; `a_randomized_history_through_the_router_keeps_every_guarantee`
 //! (router.rs) through the router, while one of its servers stops and starts again.
+//!
+//! Against one server the history also has workflows (guide, "Workflows"): jobs that depend on
+//! earlier ones, enqueued before the workers start (`enqueue_workflows`) and while they run
+//! (`start_producer`), so that enqueues race the completions, deaths, reaps and expiries of the
+//! jobs they name. Only that test enqueues them; the history through the router has none.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -35,6 +40,70 @@ pub fn enqueue_jobs(client: &mut Client, n: i32) -> usize {
         ))
         .unwrap();
     (n + n / 5) as usize
+}
+
+/// Jobs of queue `chaos` that depend on earlier ones (guide, "Workflows"), `n` of them, enqueued
+/// after `enqueue_jobs` and before the workers start: each on one to three jobs picked among all
+/// enqueued before it, the plain ones (which may die), those with a deadline (which may expire) and
+/// earlier dependents (chains, down which a release or a failure travels). Every fifth call is a
+/// batch of three that share their dependencies. Returns how many jobs, and every id of the queue
+/// so far (for `start_producer`).
+pub fn enqueue_workflows(client: &mut Client, n: usize) -> (usize, Vec<i64>) {
+    let mut ids: Vec<i64> = client
+        .query("SELECT id FROM jq_jobs WHERE queue_name = 'chaos' ORDER BY id", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let (mut enqueued, mut calls) = (0, 0);
+    while enqueued < n {
+        let depends_on = pick_dependencies(&mut rng, &ids);
+        let new = enqueue_dependent(client, &depends_on, calls % 5 == 4).unwrap();
+        calls += 1;
+        enqueued += new.len();
+        ids.extend(new);
+    }
+    (enqueued, ids)
+}
+
+/// One to three distinct jobs among `ids`, for a new job to depend on.
+fn pick_dependencies(rng: &mut Rng, ids: &[i64]) -> Vec<i64> {
+    let mut depends_on: Vec<i64> = (0..1 + rng.below(3)).map(|_| ids[rng.below(ids.len() as u64) as usize]).collect();
+    depends_on.sort_unstable();
+    depends_on.dedup();
+    depends_on
+}
+
+/// Enqueues a job of queue `chaos` depending on `depends_on`, or a batch of three; returns the ids.
+fn enqueue_dependent(client: &mut Client, depends_on: &[i64], batch: bool) -> Result<Vec<i64>, postgres::Error> {
+    let sql = if batch {
+        "SELECT jq_enqueue_batch('chaos', array_fill(jsonb_build_object('depends_on', $1::bigint[]), ARRAY[3]),
+                                 depends_on => $1)"
+    } else {
+        "SELECT jq_enqueue('chaos', jsonb_build_object('depends_on', $1::bigint[]), depends_on => $1)"
+    };
+    Ok(client.query(sql, &[&depends_on])?.iter().map(|row| row.get(0)).collect())
+}
+
+/// A producer that, until `done` or `n` jobs, enqueues a job depending on jobs of `ids` and on
+/// those it enqueued, every 50 to 200 ms while the workers run: its enqueues mark jobs that are
+/// pending, running, being completed, failed, reaped or expired at that moment (guide,
+/// "Workflows"). Returns the ids it enqueued.
+pub fn start_producer(dsn: &str, mut ids: Vec<i64>, n: usize, done: Arc<AtomicBool>) -> JoinHandle<Vec<i64>> {
+    let mut client = Session::connect(dsn);
+    thread::spawn(move || {
+        let (mut rng, mut produced) = (Rng(0x9E6C_63D0_676A_9A99), Vec::new());
+        while produced.len() < n && !done.load(Ordering::SeqCst) {
+            thread::sleep(Duration::from_millis(50 + rng.below(150)));
+            let depends_on = pick_dependencies(&mut rng, &ids);
+            let new = enqueue_dependent(&mut client, &depends_on, rng.below(5) == 0)
+                .unwrap_or_else(|e| panic!("an enqueue depending on {depends_on:?}: {e}"));
+            produced.extend(&new);
+            ids.extend(new);
+        }
+        produced
+    })
 }
 
 /// Starts the history's six workers on queue `chaos`, which spend `operations` between them.
@@ -89,6 +158,9 @@ const REPORT_PATIENCE: Duration = Duration::from_secs(60);
 #[derive(Default)]
 pub struct History {
     grants: Vec<(i64, i64)>,
+    /// (job, the server's clock in microseconds right after the claim that granted it): the claim's
+    /// snapshot was taken before, so whatever it saw committed, it saw stamped earlier.
+    granted_at: Vec<(i64, i64)>,
     /// (job, token) of each successful completion, whose result names the token.
     completions: Vec<(i64, i64)>,
     /// (job, sequence) of each progress report accepted; a report carries its sequence number.
@@ -163,7 +235,8 @@ fn work(dsn: &str, w: u64, budget: &AtomicUsize, sequence: &AtomicUsize, failure
         let lease_ms = 150 + rng.below(300) as i32;
         let batch = 1 + rng.below(3) as i32;
         let rows = session.query(
-            "SELECT id, lease_token FROM jq_claim('chaos', $1, make_interval(secs => $2::float8 / 1000), $3)",
+            "SELECT id, lease_token, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint
+             FROM jq_claim('chaos', $1, make_interval(secs => $2::float8 / 1000), $3)",
             &[&worker, &(lease_ms as f64), &batch],
         );
         let Some(rows) = rows.filter(|rows| !rows.is_empty()) else {
@@ -173,6 +246,7 @@ fn work(dsn: &str, w: u64, budget: &AtomicUsize, sequence: &AtomicUsize, failure
         for row in rows {
             let (id, token): (i64, i64) = (row.get(0), row.get(1));
             history.grants.push((id, token));
+            history.granted_at.push((id, row.get(2)));
             match rng.below(13) {
                 0 => {
                     // crash: drop the connection with the job held
@@ -236,6 +310,46 @@ fn work(dsn: &str, w: u64, budget: &AtomicUsize, sequence: &AtomicUsize, failure
     history
 }
 
+/// Claims and completes every job of queue `chaos` that is left, reaping as it goes, until none is
+/// pending or running but those held by a dependency: with none of the history's faults, as
+/// `client::drain` does, but recorded as the workers' are. A job still held then waits for jobs that
+/// have all ended, and `check` says which (guide, "Workflows": none may be held forever).
+pub fn drain(client: &mut Client) -> History {
+    let mut history = History::default();
+    crate::wait_until("the queue has drained", || {
+        client.query_one("SELECT jq_reap()", &[]).unwrap();
+        let rows = client
+            .query(
+                "SELECT id, lease_token, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint
+                 FROM jq_claim('chaos', 'drainer', interval '1 minute', 100)",
+                &[],
+            )
+            .unwrap();
+        for row in &rows {
+            let (id, token): (i64, i64) = (row.get(0), row.get(1));
+            history.grants.push((id, token));
+            history.granted_at.push((id, row.get(2)));
+            let sql = "SELECT jq_complete($1, 'drainer', $2, result => jsonb_build_object('token', $2::bigint))";
+            if client.query_one(sql, &[&id, &token]).unwrap().get::<_, bool>(0) {
+                history.completions.push((id, token));
+            }
+        }
+        let live: i64 = client
+            .query_one(
+                "SELECT count(*) FROM jq_jobs
+                 WHERE queue_name = 'chaos' AND status IN ('pending', 'running') AND awaiting = 0",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        if live > 0 && rows.is_empty() {
+            thread::sleep(Duration::from_millis(50));
+        }
+        live == 0
+    });
+    history
+}
+
 /// Whether job `id` succeeded under lease `token` (its result names the token of its completion).
 fn completed_under(session: &mut Session, id: i64, token: i64) -> bool {
     let sql = "SELECT (result->>'token')::bigint FROM jq_result($1) WHERE status = 'succeeded'";
@@ -259,6 +373,11 @@ pub struct Ending {
     result_token: Option<i64>,
     progress: Option<i64>,
     claimed_in_time: bool,
+    /// What it depends on (guide, "Workflows"), and how many of those it still awaited.
+    depends_on: Vec<i64>,
+    awaiting: i32,
+    /// When it ended, in microseconds of the server's clock (stamped before its commit).
+    finished_at: Option<i64>,
 }
 
 /// Where every job of the history on the server of `client` ended.
@@ -266,7 +385,8 @@ pub fn endings(client: &mut Client) -> Vec<Ending> {
     let rows = client
         .query(
             "SELECT id, status::text, attempt_count, max_attempts, last_error_code, (result->>'token')::bigint,
-                    (progress->>'seq')::bigint, coalesce(claimed_at < expires_at, true)
+                    (progress->>'seq')::bigint, coalesce(claimed_at < expires_at, true),
+                    coalesce(depends_on, '{}'), awaiting, (extract(epoch FROM finished_at) * 1000000)::bigint
              FROM jq_jobs WHERE queue_name = 'chaos'",
             &[],
         )
@@ -281,6 +401,9 @@ pub fn endings(client: &mut Client) -> Vec<Ending> {
             result_token: row.get(5),
             progress: row.get(6),
             claimed_in_time: row.get(7),
+            depends_on: row.get(8),
+            awaiting: row.get(9),
+            finished_at: row.get(10),
         })
         .collect()
 }
@@ -303,6 +426,9 @@ pub struct Summary {
     failed_calls: usize,
     dead: usize,
     expired: usize,
+    dependents: usize,
+    released: usize,
+    dependency_failed: usize,
 }
 
 impl fmt::Display for Summary {
@@ -310,7 +436,8 @@ impl fmt::Display for Summary {
         write!(
             f,
             "{} jobs, {} grants, {} successful completions, {} stale reports refused, {} crashes, {} snoozes, \
-             {} progress reports, {} failed calls made again, {} jobs dead, {} expired",
+             {} progress reports, {} failed calls made again, {} jobs dead, {} expired; {} jobs with dependencies, \
+             {} of them run once those succeeded, {} cancelled by one that failed",
             self.jobs,
             self.grants,
             self.completions,
@@ -320,7 +447,10 @@ impl fmt::Display for Summary {
             self.progress_reports,
             self.failed_calls,
             self.dead,
-            self.expired
+            self.expired,
+            self.dependents,
+            self.released,
+            self.dependency_failed
         )
     }
 }
@@ -329,7 +459,11 @@ impl fmt::Display for Summary {
 /// ended: no (job, lease_token) granted twice; at most one successful completion per job; attempts
 /// within max_attempts; every job succeeded, dead or cancelled by its deadline (never claimed after
 /// it); a succeeded job's result is its completion's; each job's progress is the last one accepted;
-/// and the faults really fired (stale reports were refused).
+/// and the faults really fired (stale reports were refused). And for jobs with dependencies (guide,
+/// "Workflows"): `awaiting` is never below 0; none is left held; one whose dependencies all
+/// succeeded has run, and no claim granted it before the last of them was completed; one with a
+/// dependency that died, expired or was cancelled is cancelled, DEPENDENCY_FAILED, and was never
+/// granted; and both kinds happened.
 pub fn check(histories: &[History], drained: Vec<i64>, endings: &[Ending], jobs: usize) -> Summary {
     let grants: Vec<(i64, i64)> = histories.iter().flat_map(|h| h.grants.iter().copied()).collect();
     let mut completions: Vec<i64> = drained;
@@ -345,6 +479,11 @@ pub fn check(histories: &[History], drained: Vec<i64>, endings: &[Ending], jobs:
     let unknown_progress: HashSet<(i64, i64)> =
         histories.iter().flat_map(|h| h.progress_unknown.iter().copied()).collect();
     let stale_refused: usize = histories.iter().map(|h| h.stale_refused).sum();
+    let mut granted_at: HashMap<i64, Vec<i64>> = HashMap::new();
+    for (id, at) in histories.iter().flat_map(|h| h.granted_at.iter().copied()) {
+        granted_at.entry(id).or_default().push(at);
+    }
+    let by_id: HashMap<i64, &Ending> = endings.iter().map(|job| (job.id, job)).collect();
 
     let unique: HashSet<_> = grants.iter().collect();
     assert_eq!(unique.len(), grants.len(), "a (job, lease_token) was granted twice");
@@ -355,9 +494,11 @@ pub fn check(histories: &[History], drained: Vec<i64>, endings: &[Ending], jobs:
     assert!(per_job.values().all(|&n| n == 1), "a job was completed successfully twice");
     assert_eq!(endings.len(), jobs);
     let (mut dead, mut expired) = (0, 0);
+    let (mut dependents, mut released, mut dependency_failed) = (0, 0, 0);
     for job in endings {
         let id = job.id;
         assert!(job.attempts <= job.max_attempts, "job {id}: {} attempts of {}", job.attempts, job.max_attempts);
+        assert!(job.awaiting >= 0, "job {id} awaits {} dependencies", job.awaiting);
         // A report whose answer was lost may have been the last accepted, if it came after it.
         let accepted = last_progress.get(&id).copied();
         let lost_answer = job.progress.is_some_and(|n| unknown_progress.contains(&(id, n)) && Some(n) > accepted);
@@ -374,6 +515,11 @@ pub fn check(histories: &[History], drained: Vec<i64>, endings: &[Ending], jobs:
                 dead += 1;
                 assert_eq!(per_job.get(&id), None, "job {id} is dead but was completed");
             }
+            "cancelled" if job.last_error_code.as_deref() == Some("DEPENDENCY_FAILED") => {
+                // Which dependency failed is checked below.
+                dependency_failed += 1;
+                assert!(!job.depends_on.is_empty(), "job {id} was cancelled by a dependency it does not have");
+            }
             "cancelled" => {
                 expired += 1;
                 assert_eq!(
@@ -383,10 +529,55 @@ pub fn check(histories: &[History], drained: Vec<i64>, endings: &[Ending], jobs:
                 );
                 assert_eq!(per_job.get(&id), None, "job {id} expired but was completed");
             }
+            "pending" if job.awaiting > 0 => {
+                let ended: Vec<String> = job.depends_on.iter().map(|d| format!("{d} {}", by_id[d].status)).collect();
+                panic!(
+                    "job {id} is held forever, awaiting {} of its dependencies, which ended: {ended:?}",
+                    job.awaiting
+                )
+            }
             other => panic!("job {id} ended {other}"),
+        }
+        if job.depends_on.is_empty() {
+            continue;
+        }
+        dependents += 1;
+        let grants = granted_at.get(&id).map_or(&[][..], Vec::as_slice);
+        match job.depends_on.iter().map(|d| by_id[d]).find(|dependency| dependency.status != "succeeded") {
+            None => {
+                released += 1;
+                assert!(
+                    job.status == "succeeded" || job.status == "dead",
+                    "job {id}: its dependencies all succeeded, yet it ended {} without running",
+                    job.status
+                );
+                let last = job.depends_on.iter().map(|d| by_id[d].finished_at.unwrap()).max().unwrap();
+                if let Some(early) = grants.iter().find(|&&at| at <= last) {
+                    panic!("job {id} was granted at {early} µs, before its last dependency was completed at {last} µs");
+                }
+            }
+            Some(failed) => {
+                assert_eq!(
+                    (job.status.as_str(), job.last_error_code.as_deref()),
+                    ("cancelled", Some("DEPENDENCY_FAILED")),
+                    "job {id}: its dependency {} ended {}",
+                    failed.id,
+                    failed.status
+                );
+                assert!(
+                    grants.is_empty() && job.attempts == 0,
+                    "job {id} was granted though job {} ended {}",
+                    failed.id,
+                    failed.status
+                );
+            }
         }
     }
     assert!(stale_refused > 0, "no stale report was refused: the faults did not fire");
+    if dependents > 0 {
+        assert!(released > 0, "no job with dependencies ran: the workflows were not exercised");
+        assert!(dependency_failed > 0, "no dependency failed: the workflows' failures were not exercised");
+    }
     Summary {
         jobs,
         grants: grants.len(),
@@ -398,5 +589,8 @@ pub fn check(histories: &[History], drained: Vec<i64>, endings: &[Ending], jobs:
         failed_calls: histories.iter().map(|h| h.failed_calls).sum(),
         dead,
         expired,
+        dependents,
+        released,
+        dependency_failed,
     }
 }

@@ -572,6 +572,10 @@ fn boundary_11_an_immediate_stop_loses_nothing_acknowledged() {
 /// job; attempts within max_attempts; every job ends succeeded or dead; and the faults really fired
 /// (stale completions were refused). The history and its checks are `jq_harness::history`'s, which
 /// a_randomized_history_through_the_router_keeps_every_guarantee (router.rs) runs through the router.
+/// Here it has workflows besides (guide, "Workflows"): jobs that depend on earlier ones, enqueued
+/// before the workers start and by a producer while they run, whose dependencies are completed,
+/// failed, reaped and expired by the history's faults. After the drain, none is held, none was
+/// granted before its dependencies succeeded, and each one whose dependency failed is cancelled.
 #[test]
 fn boundary_12_a_randomized_history_keeps_every_guarantee() {
     let operations: usize = std::env::var("JQ_SOAK_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(1500);
@@ -579,16 +583,23 @@ fn boundary_12_a_randomized_history_keeps_every_guarantee() {
     let mut setup = cluster.connect();
     setup.batch_execute(history::QUEUE_SETTINGS).unwrap();
     // Enough jobs that a longer run means more faulted work, not more empty polls.
-    let jobs = history::enqueue_jobs(&mut setup, (operations / 5).max(300) as i32);
+    let n = (operations / 5).max(300);
+    let plain = history::enqueue_jobs(&mut setup, n as i32);
+    let (dependents, ids) = history::enqueue_workflows(&mut setup, n / 5);
 
     let done = Arc::new(AtomicBool::new(false));
     let reaper = history::start_reaper(&cluster.dsn(), Failures::Fatal, done.clone());
+    let producing = Arc::new(AtomicBool::new(false));
+    let producer = history::start_producer(&cluster.dsn(), ids, n / 5, producing.clone());
     let workers = history::start_workers(&cluster.dsn(), operations, Failures::Fatal);
-    let histories: Vec<History> = workers.into_iter().map(|w| w.join().unwrap()).collect();
-    let drained = drain(&mut setup, "chaos", |c| live_jobs(c, "chaos"));
+    let mut histories: Vec<History> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    producing.store(true, Ordering::SeqCst);
+    let produced = producer.join().unwrap();
+    histories.push(history::drain(&mut setup));
     done.store(true, Ordering::SeqCst);
     reaper.join().unwrap();
 
-    let summary = history::check(&histories, drained, &history::endings(&mut setup), jobs);
+    let jobs = plain + dependents + produced.len();
+    let summary = history::check(&histories, Vec::new(), &history::endings(&mut setup), jobs);
     println!("randomized history: {operations} operations on {summary}");
 }
