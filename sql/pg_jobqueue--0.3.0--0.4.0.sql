@@ -221,6 +221,31 @@ $$;
 
 SELECT jq_sync_function_rights(r.role) FROM (SELECT DISTINCT g.role FROM jq_grants g) AS r;
 
+-- PostgreSQL records what each GRANT of an extension script leaves as the object's initial
+-- privileges (pg_init_privs), and pg_dump leaves those out as the extension's own: the rights just
+-- given again to the roles of jq_grants (and those 0.2.0 -> 0.3.0 gave) would be lost by a dump and
+-- restore, which makes the extension afresh, and each such role would be refused every function.
+-- A fresh install's initial privileges are the owner's and pg_monitor's alone (the upgrade test
+-- compares them), so the roles of jq_grants are taken out of them; their rights stay granted, and
+-- are dumped as jq_grant's are.
+UPDATE pg_catalog.pg_init_privs i
+SET initprivs = ARRAY(
+        SELECT u.item FROM pg_catalog.unnest(i.initprivs) WITH ORDINALITY AS u(item, n)
+        WHERE NOT EXISTS (
+            SELECT FROM pg_catalog.aclexplode(ARRAY[u.item]) a
+            JOIN jq_grants g ON g.role::oid OPERATOR(pg_catalog.=) a.grantee
+            WHERE a.grantee OPERATOR(pg_catalog.<>) a.grantor
+              AND a.grantee OPERATOR(pg_catalog.<>) 'pg_monitor'::regrole::oid)
+        ORDER BY u.n)
+FROM pg_catalog.pg_depend d
+JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
+WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+  AND d.deptype OPERATOR(pg_catalog.=) 'e'
+  AND e.extname OPERATOR(pg_catalog.=) 'pg_jobqueue'
+  AND i.classoid OPERATOR(pg_catalog.=) d.classid
+  AND i.objoid OPERATOR(pg_catalog.=) d.objid
+  AND i.privtype OPERATOR(pg_catalog.=) 'e';
+
 -- Tell every session to read the extension's version again (src/rights.rs): jq_grants' statement
 -- trigger sends the invalidation, and no row changes.
 DELETE FROM jq_grants WHERE false;

@@ -28,11 +28,13 @@ fn node_of(id: i64) -> usize {
 
 /// Three servers with pg_jobqueue in schema `jobqueue`, made nodes 0, 1 and 2, and a router server
 /// with pg_jobqueue_router in a schema of the same name, set up as the header of its install script
-/// (sql/router/pg_jobqueue_router--0.3.0.sql) says. Every database finds the functions through its
+/// (sql/router/pg_jobqueue_router--0.4.0.sql) says. Every database finds the functions through its
 /// search_path.
 struct Fleet {
     nodes: Vec<Cluster>,
     router: Cluster,
+    /// The foreign server's options naming the nodes: p0, p1, p2.
+    partitions: String,
 }
 
 impl Fleet {
@@ -64,19 +66,26 @@ impl Fleet {
             .enumerate()
             .map(|(k, node)| format!("p{k} 'host=127.0.0.1 port={} dbname=postgres'", node.port()))
             .collect();
-        router
-            .connect()
+        let fleet = Fleet { nodes, router, partitions: partitions.join(", ") };
+        fleet.set_up_router("postgres", "");
+        fleet
+    }
+
+    /// Makes `database` of the router server a router over the nodes, with pg_jobqueue_router of
+    /// `version` ("" for the current one).
+    fn set_up_router(&self, database: &str, version: &str) {
+        let version = if version.is_empty() { String::new() } else { format!("VERSION '{version}'") };
+        connect_as(&self.router, database, "postgres")
             .batch_execute(&format!(
                 "CREATE EXTENSION plproxy;
                  CREATE SERVER pg_jobqueue FOREIGN DATA WRAPPER plproxy OPTIONS (modular_mapping '1', {});
                  CREATE USER MAPPING FOR PUBLIC SERVER pg_jobqueue;
                  CREATE SCHEMA jobqueue;
-                 CREATE EXTENSION pg_jobqueue_router SCHEMA jobqueue;
-                 ALTER DATABASE postgres SET search_path = public, jobqueue;",
-                partitions.join(", ")
+                 CREATE EXTENSION pg_jobqueue_router {version} SCHEMA jobqueue;
+                 ALTER DATABASE {database} SET search_path = public, jobqueue;",
+                self.partitions
             ))
             .unwrap();
-        Fleet { nodes, router }
     }
 
     fn router(&self) -> Client {
@@ -391,6 +400,232 @@ fn refusals_keep_their_sqlstate_through_the_router() {
     for function in &functions {
         assert!(function.ends_with(": false, search_path=pg_catalog, jobqueue, pg_temp"), "{function}");
     }
+}
+
+/// A workflow through the router (guide, "Workflows"): a job enqueued with depends_on goes to the
+/// node of its queue with the job it waits for, is held there (no claim through the router returns
+/// it) until that job's completion through the router releases it, and jq_parent_results through
+/// the router reads what that job returned. A batch waits the same way. On a spread queue a job
+/// without keys goes to the node of its dependencies, whichever node that is.
+#[test]
+fn a_workflow_through_the_router_waits_on_one_node() {
+    let fleet = Fleet::start();
+    let mut router = fleet.router();
+    let home = fleet.node_for("flow");
+    let parent = enqueue(&mut router, "SELECT jq_enqueue('flow', '{\"step\": 1}')", &[]);
+    let child =
+        enqueue(&mut router, "SELECT jq_enqueue('flow', '{\"step\": 2}', depends_on => ARRAY[$1::bigint])", &[&parent]);
+    assert_eq!((node_of(parent), node_of(child)), (home, home));
+    let awaiting = |id: i64| -> i32 {
+        fleet.node(node_of(id)).query_one("SELECT awaiting FROM jq_jobs WHERE id = $1", &[&id]).unwrap().get(0)
+    };
+    assert_eq!(awaiting(child), 1, "held on its node");
+
+    let claimed: Vec<(i64, i64)> = router
+        .query("SELECT id, lease_token FROM jq_claim('flow', 'w', batch_size => 10)", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(claimed.iter().map(|c| c.0).collect::<Vec<_>>(), [parent], "the child is held while its parent runs");
+    let done: bool = router
+        .query_one("SELECT jq_complete($1, 'w', $2, result => '{\"sum\": 42}')", &[&parent, &claimed[0].1])
+        .unwrap()
+        .get(0);
+    assert!(done);
+    assert_eq!(awaiting(child), 0, "the parent's completion through the router released it");
+    assert_eq!(claim_all(&mut router, "flow"), BTreeSet::from([child]));
+    let results = text_rows(
+        &mut router,
+        &format!("SELECT job_id || ' ' || status || ' ' || result::text FROM jq_parent_results({child})"),
+    );
+    assert_eq!(results, [format!("{parent} succeeded {{\"sum\": 42}}")]);
+
+    let batch: Vec<i64> = router
+        .query(
+            "SELECT * FROM jq_enqueue_batch('flow', ARRAY['{}', '{}']::jsonb[], depends_on => ARRAY[$1::bigint])",
+            &[&child],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(batch.iter().all(|&id| node_of(id) == home && awaiting(id) == 1), "{batch:?}");
+    let token: i64 =
+        fleet.node(home).query_one("SELECT lease_token FROM jq_jobs WHERE id = $1", &[&child]).unwrap().get(0);
+    assert!(router.query_one("SELECT jq_complete($1, 'w', $2)", &[&child, &token]).unwrap().get::<_, bool>(0));
+    assert_eq!(claim_all(&mut router, "flow"), batch.into_iter().collect());
+
+    // A spread queue: each child lands on the node of the job it waits for.
+    router.batch_execute("SELECT jq_router_spread('fan')").unwrap();
+    for k in 0..NODES {
+        let parent: i64 = fleet.node(k).query_one("SELECT jq_enqueue('fan', '{}')", &[]).unwrap().get(0);
+        let mut children: Vec<i64> = (0..5)
+            .map(|_| {
+                enqueue(&mut router, "SELECT jq_enqueue('fan', '{}', depends_on => ARRAY[$1::bigint])", &[&parent])
+            })
+            .collect();
+        let batch =
+            "SELECT * FROM jq_enqueue_batch('fan', ARRAY['{}', '{}']::jsonb[], depends_on => ARRAY[$1::bigint])";
+        children.extend(router.query(batch, &[&parent]).unwrap().iter().map(|r| r.get::<_, i64>(0)));
+        assert!(children.iter().all(|&id| node_of(id) == k && awaiting(id) == 1), "node {k}: {children:?}");
+    }
+}
+
+/// A job and the jobs it depends on live on one node: an enqueue through the router that names a
+/// job of another node than the one its job goes to is refused with 0A000, naming depends_on, and
+/// nothing is written on any node. That holds for jq_enqueue and jq_enqueue_batch on a placed
+/// queue, on a spread queue whose key picks the node, and on a spread queue without keys whose
+/// dependencies are on two nodes. What the node itself checks keeps its own SQLSTATE: a NULL
+/// element and an id its node never issued are its 22023.
+#[test]
+fn a_dependency_on_another_node_is_refused() {
+    let fleet = Fleet::start();
+    let mut router = fleet.router();
+    router.batch_execute("SELECT jq_router_spread('fan')").unwrap();
+    let home = fleet.node_for("flow");
+    let other = (home + 1) % NODES;
+    let local: i64 = fleet.node(home).query_one("SELECT jq_enqueue('parents', '{}')", &[]).unwrap().get(0);
+    let foreign: i64 = fleet.node(other).query_one("SELECT jq_enqueue('parents', '{}')", &[]).unwrap().get(0);
+    let key_elsewhere = fleet.name_on("key", other);
+    let written = |fleet: &Fleet| -> Vec<String> {
+        (0..NODES)
+            .flat_map(|k| {
+                text_rows(
+                    &mut fleet.node(k),
+                    "SELECT count(*) || ' jobs, ' || count(*) FILTER (WHERE dependents) || ' waited for'
+                     FROM jq_live_jobs
+                     UNION ALL SELECT count(*) || ' dependencies' FROM jq_job_dependencies",
+                )
+            })
+            .collect()
+    };
+    let before = written(&fleet);
+
+    let refused = [
+        format!("SELECT jq_enqueue('flow', '{{}}', depends_on => ARRAY[{foreign}])"),
+        format!("SELECT jq_enqueue('flow', '{{}}', depends_on => ARRAY[{local}, {foreign}])"),
+        format!("SELECT jq_enqueue_batch('flow', ARRAY['{{}}']::jsonb[], depends_on => ARRAY[{foreign}])"),
+        format!("SELECT jq_enqueue('fan', '{{}}', depends_on => ARRAY[{local}, {foreign}])"),
+        format!("SELECT jq_enqueue_batch('fan', ARRAY['{{}}']::jsonb[], depends_on => ARRAY[{local}, {foreign}])"),
+        format!("SELECT jq_enqueue('fan', '{{}}', ordering_key => '{key_elsewhere}', depends_on => ARRAY[{local}])"),
+        format!(
+            "SELECT jq_enqueue_batch('fan', ARRAY['{{}}']::jsonb[], concurrency_key => '{key_elsewhere}',
+                                     depends_on => ARRAY[{local}])"
+        ),
+    ];
+    for sql in &refused {
+        let error = router.batch_execute(sql).unwrap_err();
+        let error = error.as_db_error().unwrap_or_else(|| panic!("{sql}: {error}"));
+        assert_eq!(error.code().code(), "0A000", "{sql}: {}", error.message());
+        assert!(error.message().contains("depends_on"), "{sql}: {}", error.message());
+    }
+    let never_issued = (home as i64) << 48 | 999_999;
+    let node_checks = [
+        (format!("SELECT jq_enqueue('flow', '{{}}', depends_on => ARRAY[{local}, NULL])"), "22023"),
+        (format!("SELECT jq_enqueue('flow', '{{}}', depends_on => ARRAY[{never_issued}])"), "22023"),
+        ("SELECT jq_enqueue('fan', '{}', depends_on => ARRAY[NULL]::bigint[])".to_owned(), "22023"),
+    ];
+    for (sql, code) in &node_checks {
+        assert_eq!(sqlstate(&mut router, sql).as_deref(), Some(*code), "{sql}");
+    }
+    assert_eq!(written(&fleet), before, "a refused enqueue wrote nothing on any node");
+
+    // The same jobs on one node are taken: the local job's node, whichever way the job gets there.
+    let key_home = fleet.name_on("key", home);
+    let taken = [
+        format!("SELECT jq_enqueue('flow', '{{}}', depends_on => ARRAY[{local}])"),
+        format!("SELECT jq_enqueue('fan', '{{}}', ordering_key => '{key_home}', depends_on => ARRAY[{local}])"),
+        format!("SELECT jq_enqueue('fan', '{{}}', depends_on => ARRAY[{local}])"),
+    ];
+    for sql in &taken {
+        assert_eq!(node_of(enqueue(&mut router, sql, &[])), home, "{sql}");
+    }
+}
+
+/// Every object of pg_jobqueue_router in a database with its definition: functions and who may
+/// call them, with the initial privileges pg_dump leaves out; types; the table's columns and
+/// constraints; and what pg_dump keeps.
+fn router_objects(client: &mut Client) -> Vec<String> {
+    text_rows(
+        client,
+        "WITH member AS (
+             SELECT d.classid, d.objid FROM pg_depend d
+             JOIN pg_extension e ON e.oid = d.refobjid AND d.refclassid = 'pg_extension'::regclass
+             WHERE e.extname = 'pg_jobqueue_router' AND d.deptype = 'e'
+         )
+         SELECT 'function ' || p.oid::regprocedure || ' ' || coalesce(p.proacl::text, 'default') || ': '
+                || pg_get_functiondef(p.oid)
+         FROM pg_proc p JOIN member m ON m.classid = 'pg_proc'::regclass AND m.objid = p.oid
+         UNION ALL
+         SELECT 'initial privileges ' || pg_describe_object(i.classoid, i.objoid, i.objsubid) || ' ' || i.initprivs::text
+         FROM pg_init_privs i JOIN member m ON m.classid = i.classoid AND m.objid = i.objoid
+         UNION ALL
+         SELECT 'type ' || t.oid::regtype || ': ' || coalesce(string_agg(en.enumlabel, ',' ORDER BY en.enumsortorder), '')
+         FROM pg_type t JOIN member m ON m.classid = 'pg_type'::regclass AND m.objid = t.oid
+         LEFT JOIN pg_enum en ON en.enumtypid = t.oid GROUP BY t.oid
+         UNION ALL
+         SELECT format('column %s.%s #%s %s not null %s', c.relname, a.attname, a.attnum,
+                       format_type(a.atttypid, a.atttypmod), a.attnotnull)
+         FROM pg_class c JOIN member m ON m.classid = 'pg_class'::regclass AND m.objid = c.oid
+         JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+         UNION ALL
+         SELECT format('constraint %s %s', co.conname, pg_get_constraintdef(co.oid))
+         FROM pg_constraint co JOIN member m ON m.classid = 'pg_class'::regclass AND m.objid = co.conrelid
+         UNION ALL
+         SELECT format('dumped %s %s', c::regclass, cond)
+         FROM pg_extension e, unnest(e.extconfig, e.extcondition) AS u(c, cond) WHERE e.extname = 'pg_jobqueue_router'
+         ORDER BY 1",
+    )
+}
+
+/// The router of release 0.3.0 updated in place (`ALTER EXTENSION pg_jobqueue_router UPDATE`) has
+/// exactly the objects of a fresh install, given the same grants (the DBA's `GRANT EXECUTE ON ALL
+/// FUNCTIONS IN SCHEMA`, guide "Scaling out"): a role granted the functions of 0.3.0 may call the
+/// new jq_enqueue with depends_on and jq_parent_results, and those grants are not taken for the
+/// extension's own, which pg_dump would leave out.
+#[test]
+fn a_router_updated_from_0_3_0_matches_a_fresh_install() {
+    let fleet = Fleet::start();
+    for k in 0..NODES {
+        fleet
+            .node(k)
+            .batch_execute(
+                "CREATE ROLE app LOGIN; SELECT jq_grant('app', 'flow', 'enqueue'), jq_grant('app', 'flow', 'consume')",
+            )
+            .unwrap();
+    }
+    const GRANTS: &str = "GRANT USAGE ON SCHEMA jobqueue TO app;
+                          GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA jobqueue TO app;
+                          GRANT USAGE ON FOREIGN SERVER pg_jobqueue TO app;";
+    let mut router = fleet.router();
+    router.batch_execute("CREATE ROLE app LOGIN").unwrap();
+    router.batch_execute(GRANTS).unwrap();
+    router.batch_execute("CREATE DATABASE upgraded").unwrap();
+    fleet.set_up_router("upgraded", "0.3.0");
+    let mut old = connect_as(&fleet.router, "upgraded", "postgres");
+    old.batch_execute(GRANTS).unwrap();
+    old.batch_execute("ALTER EXTENSION pg_jobqueue_router UPDATE").unwrap();
+    let version = text_rows(&mut old, "SELECT extversion FROM pg_extension WHERE extname = 'pg_jobqueue_router'");
+    assert_eq!(version, ["0.4.0"]);
+
+    let (upgraded, fresh) = (router_objects(&mut old), router_objects(&mut router));
+    let differences: Vec<_> =
+        upgraded.iter().filter(|o| !fresh.contains(o)).chain(fresh.iter().filter(|o| !upgraded.contains(o))).collect();
+    assert!(differences.is_empty(), "the updated router differs from a fresh install: {differences:#?}");
+
+    let mut app = connect_as(&fleet.router, "upgraded", "app");
+    let parent: i64 = app.query_one("SELECT jq_enqueue('flow', '{}')", &[]).unwrap().get(0);
+    let child: i64 =
+        app.query_one("SELECT jq_enqueue('flow', '{}', depends_on => ARRAY[$1::bigint])", &[&parent]).unwrap().get(0);
+    let (id, token): (i64, i64) = app
+        .query_one("SELECT id, lease_token FROM jq_claim('flow', 'app')", &[])
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap();
+    assert_eq!(id, parent, "the child waits for its parent");
+    assert!(app.query_one("SELECT jq_complete($1, 'app', $2)", &[&id, &token]).unwrap().get::<_, bool>(0));
+    let results = text_rows(&mut app, &format!("SELECT job_id || ' ' || status FROM jq_parent_results({child})"));
+    assert_eq!(results, [format!("{parent} succeeded")]);
 }
 
 /// A server that is down is passed over, and found again. With node 2 stopped, one claim on a
