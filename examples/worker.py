@@ -32,6 +32,7 @@ import time
 from datetime import datetime, timezone
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 
 class BadPayload(Exception):
@@ -44,9 +45,10 @@ class LeaseLost(Exception):
 
 def handle(payload, lease):
     """Your work goes here. It must be safe to run twice: delivery is at least once, so an effect
-    outside the database should use the job id as its idempotency key. The lease is renewed while it
-    runs; long work calls lease.check() between its steps, which raises LeaseLost once the lease is
-    lost."""
+    outside the database should use the job id, lease.job_id, as its idempotency key. The lease is
+    renewed while it runs; long work calls lease.check() between its steps, which raises LeaseLost
+    once the lease is lost. What it returns, unless None, is the job's result (any value json.dumps
+    takes), which jq_result, jq_await and the jobs that depend on this one (jq_parent_results) read."""
     if "to" not in payload:
         raise BadPayload("payload has no 'to'")
     lease.check()
@@ -83,8 +85,12 @@ def main():
         log(args.name, f"claimed job {job_id} (attempt {attempt}, lease token {token})")
         lease, lost = Lease(args.dsn, args.name, stopping, job_id, token, length), None
         try:
-            handle(payload, lease)
-            report = ("completed", "SELECT jq_complete(%s, %s, %s)", (job_id, args.name, token))
+            result = handle(payload, lease)
+            if result is None:
+                report = ("completed", "SELECT jq_complete(%s, %s, %s)", (job_id, args.name, token))
+            else:
+                report = ("completed", "SELECT jq_complete(%s, %s, %s, result => %s)",
+                          (job_id, args.name, token, Jsonb(result)))
         except LeaseLost as error:
             lost = str(error)
         except BadPayload as error:
@@ -110,12 +116,12 @@ def main():
             log(args.name, f"lease lost on job {job_id} (lease token {token}): the report was refused")
 
 
-# No pending (claimable now or scheduled) and no running job. Read from jq_queue_stats, whose row of
-# the queue every right on it shows (guide, "Security"): a role with only `consume` may not read
-# jq_jobs.
+# No pending (claimable now, scheduled, or held until the jobs it depends on have succeeded) and
+# no running job. Read from jq_queue_stats, whose row of the queue every right on it shows (guide,
+# "Security"): a role with only `consume` may not read jq_jobs.
 DRAINED = (
     "SELECT NOT EXISTS (SELECT 1 FROM jq_queue_stats"
-    "                    WHERE queue_name = %s AND pending + scheduled + running > 0)"
+    "                    WHERE queue_name = %s AND pending + scheduled + held_by_dependency + running > 0)"
 )
 
 

@@ -20,6 +20,9 @@ Conventions of the documents, for the examples:
     psql's row counts, `(1 row)`, may be left out.
     Errors, notices and warnings are compared as psql prints them, without their `psql:` prefix.
   * An example without an output block must not raise an error.
+  * `<!-- readme: excerpt PATH -->` on the line before a block (of any language) says it is quoted
+    from the file PATH of the repository: the block, dedented, must appear in it line for line
+    (counted as one example, not run).
 """
 
 import argparse
@@ -95,6 +98,34 @@ def examples_of(readme, path, numbered):
     return found
 
 
+def excerpts(files):
+    """Every block quoted from a file (`<!-- readme: excerpt PATH -->`): (where, path, body)."""
+    found = []
+    fence = re.compile(r"^( *)```(\S*)\n(.*?)^\1```[ \t]*\n", re.M | re.S)
+    for path in files:
+        text = path.read_text()
+        for block in fence.finditer(text):
+            before = text[: block.start()].rstrip("\n").rsplit("\n", 1)[-1]
+            directive = re.match(r"<!-- readme: excerpt (\S+) -->", before.strip())
+            if directive:
+                line = text[: block.start()].count("\n") + 1
+                found.append((f"{path.relative_to(ROOT)}:{line}", directive.group(1), textwrap.dedent(block.group(3))))
+    return found
+
+
+def check_excerpts(files):
+    """(passed, failed) of the quoted blocks: each must still be in its file, line for line."""
+    passed = failed = 0
+    for where, source, body in excerpts(files):
+        quoted = ROOT / source
+        if quoted.is_file() and body in quoted.read_text():
+            passed += 1
+        else:
+            failed += 1
+            print(f"{where}: the block quoted from {source} is not in it as shown\n")
+    return passed, failed
+
+
 def installed(extension):
     """Whether the server's version has the extension's control file."""
     sharedir = subprocess.run([PG_BIN / "pg_config", "--sharedir"], capture_output=True, text=True,
@@ -168,7 +199,10 @@ def main():
         result = check(name, documents()[name], args.show)
         if args.show:
             return 0
-        passed, failed = passed + result[0], failed + result[1]
+        quoted = check_excerpts(documents()[name])
+        if sum(quoted):
+            print(f"{name}: {quoted[0]} excerpts as in their files, {quoted[1]} not")
+        passed, failed = passed + result[0] + quoted[0], failed + result[1] + quoted[1]
     print(f"test result: readme. {passed} passed; {failed} failed")
     return 1 if failed else 0
 

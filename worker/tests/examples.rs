@@ -1,7 +1,9 @@
 //! The Python example worker (examples/worker.py) against real servers, with its `handle` replaced
 //! by one the test controls: a job that outlasts its lease, a lease lost while the job runs, a
-//! server restart while the job runs, and `--once-empty` for a role that may only consume. Judged
-//! from jq_jobs, jq_job_events, the worker's log and the files its jobs write, never from timing.
+//! server restart while the job runs, and `--once-empty` for a role that may only consume. Then
+//! the pipeline example (examples/pipeline.py, guide "Workflows": fan-out, fan-in, a merge step
+//! that reads jq_parent_results) under jq-worker and under the Python worker. Judged from jq_jobs,
+//! jq_job_events, the worker's log and the files its jobs write, never from timing.
 
 use std::fs::File;
 use std::os::unix::process::CommandExt;
@@ -10,7 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use jq_harness::client::connect_as;
-use jq_harness::{wait_until, Client, Cluster};
+use jq_harness::{text_rows, wait_until, Client, Cluster};
 
 mod common;
 use common::{Scratch, Worker, FAST_REAPER, PRELOADED};
@@ -199,4 +201,129 @@ fn the_python_worker_once_empty_needs_only_the_consume_right() {
     for id in ids {
         assert_eq!(job(&mut client, id).0, "succeeded");
     }
+}
+
+/// examples/pipeline.py, the pipeline of the guide's "Workflows": the path of the example and the
+/// merge result its fixed export adds up to.
+fn pipeline() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/pipeline.py")
+}
+const PIPELINE_TOTAL: &str = r#"{"total": 800, "regions": {"north": 420, "south": 120, "east": 260}}"#;
+
+/// One run of the pipeline, enqueued by the example itself: the merge job's id.
+fn enqueue_pipeline(dsn: &str) -> i64 {
+    let out = Command::new("/usr/bin/python3")
+        .arg("-B")
+        .arg(pipeline())
+        .args(["enqueue", "--dsn", dsn])
+        .output()
+        .expect("python3 runs");
+    assert!(out.status.success(), "enqueue failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().parse().expect("the merge job's id")
+}
+
+/// What the pipeline's run left, judged from jq_jobs: every job of it succeeded; each transform was
+/// claimed after the fetch job finished, and the merge job after the last transform finished; the
+/// transforms read the fetch job's rows and the merge job added up their totals.
+fn check_pipeline(client: &mut Client, merge: i64) {
+    let jobs = text_rows(
+        client,
+        "SELECT queue_name || ' ' || status || ' ' || attempt_count FROM jq_jobs WHERE queue_name IN \
+         ('fetch', 'transform', 'merge') ORDER BY id",
+    );
+    let expected = ["fetch", "transform", "transform", "transform", "merge"].map(|q| format!("{q} succeeded 1"));
+    assert_eq!(jobs, expected);
+    let order =
+        "SELECT bool_and(t.claimed_at >= f.finished_at) AND (SELECT m.claimed_at FROM jq_jobs m WHERE m.id = $1) \
+                 >= max(t.finished_at) \
+                 FROM jq_jobs t, jq_jobs f WHERE t.queue_name = 'transform' AND f.queue_name = 'fetch'";
+    assert!(client.query_one(order, &[&merge]).unwrap().get::<_, bool>(0), "a step ran before its inputs were done");
+    let totals = text_rows(client, "SELECT result::text FROM jq_jobs WHERE queue_name = 'transform' ORDER BY id");
+    assert_eq!(
+        totals,
+        [
+            r#"{"total": 420, "region": "north"}"#,
+            r#"{"total": 120, "region": "south"}"#,
+            r#"{"total": 260, "region": "east"}"#
+        ]
+    );
+    let right = "SELECT result = $2::text::jsonb FROM jq_jobs WHERE id = $1";
+    assert!(client.query_one(right, &[&merge, &PIPELINE_TOTAL]).unwrap().get::<_, bool>(0));
+}
+
+/// The pipeline under jq-worker, one worker per step's queue, each started before the run is
+/// enqueued (the merge and transform workers find only held jobs at first): the fetch job runs,
+/// then the three transforms, then the merge, whose result is the total; each job runs once. The
+/// workers are stopped with SIGTERM at the end.
+#[test]
+fn the_pipeline_example_runs_under_jq_worker() {
+    let cluster = Cluster::start_with(&[PRELOADED]);
+    let mut client = cluster.connect();
+    let dsn = cluster.dsn();
+    let dir = Scratch::new("pipeline-jq");
+    let mut workers: Vec<(&str, Worker)> = [("fetch", 1), ("transform", 3), ("merge", 1)]
+        .into_iter()
+        .map(|(step, slots)| {
+            let command = format!("exec /usr/bin/python3 -B '{}' run {step} --dsn '{dsn}'", pipeline().display());
+            let slots = slots.to_string();
+            (step, Worker::start(&dsn, step, step, &["--wait", "1", "--concurrency", &slots], &dir, &command))
+        })
+        .collect();
+    let merge = enqueue_pipeline(&dsn);
+    wait_until("the merge job finishes", || {
+        let status = client.query_one("SELECT status::text FROM jq_jobs WHERE id = $1", &[&merge]).unwrap();
+        status.get::<_, String>(0) != "pending" && status.get::<_, String>(0) != "running"
+    });
+    check_pipeline(&mut client, merge);
+    for (step, worker) in &mut workers {
+        worker.signal(libc::SIGTERM);
+        assert!(worker.wait_exit(Duration::from_secs(60)).success(), "{step}:\n{}", worker.log());
+        let log = worker.log();
+        assert!(!log.contains("Traceback"), "{step}:\n{log}");
+        let runs = worker.jobs("claimed").len();
+        assert_eq!(runs, if *step == "transform" { 3 } else { 1 }, "{step}:\n{log}");
+        assert_eq!(worker.jobs("completed").len(), runs, "{step}:\n{log}");
+    }
+}
+
+/// The same pipeline under the Python example worker, one per step's queue, each with
+/// `--once-empty`: a queue whose jobs are all held is not empty, so the merge and transform workers,
+/// started with nothing claimable (the fetch worker starts after two of their waiting claims have
+/// come back empty), wait for their jobs to be released; each worker exits by itself once its step
+/// is done.
+#[test]
+fn the_pipeline_example_runs_under_the_python_worker() {
+    let cluster = Cluster::start_with(&[PRELOADED]);
+    let mut client = cluster.connect();
+    let dsn = cluster.dsn();
+    let merge = enqueue_pipeline(&dsn);
+    let dir = Scratch::new("pipeline-py");
+    let start = |step: &str| {
+        let log = dir.join(format!("{step}.log"));
+        let child = Command::new("/usr/bin/python3")
+            .arg("-B")
+            .arg(pipeline())
+            .args(["work", step, "--dsn", &dsn, "--name", step, "--wait", "1", "--once-empty"])
+            .current_dir(&*dir)
+            .stderr(File::create(&log).unwrap())
+            .process_group(0)
+            .spawn()
+            .expect("python3 runs");
+        Worker { child, log }
+    };
+    let mut workers = vec![("merge", start("merge")), ("transform", start("transform"))];
+    std::thread::sleep(Duration::from_millis(2500));
+    for (step, worker) in &mut workers {
+        assert!(worker.child.try_wait().unwrap().is_none(), "{step} exited with only held jobs:\n{}", worker.log());
+    }
+    workers.push(("fetch", start("fetch")));
+    for (step, worker) in &mut workers {
+        assert!(worker.wait_exit(Duration::from_secs(120)).success(), "{step}:\n{}", worker.log());
+        let log = worker.log();
+        assert!(!log.contains("Traceback"), "{step}:\n{log}");
+        let runs = worker.jobs("claimed").len();
+        assert_eq!(runs, if *step == "transform" { 3 } else { 1 }, "{step}:\n{log}");
+        assert_eq!(worker.jobs("completed").len(), runs, "{step}:\n{log}");
+    }
+    check_pipeline(&mut client, merge);
 }
