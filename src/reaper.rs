@@ -473,9 +473,9 @@ fn run_pass<T>(what: &str, gate: Gate, pass: impl FnOnce() -> spi::Result<T>) ->
                         return Err(Failure::Refused);
                     }
                 }
-                // SQL definitions older than the library: nothing runs until ALTER EXTENSION
-                // UPDATE (its functions say so to their callers).
-                if !rights::enforced() {
+                // SQL definitions of another version than the library: nothing runs until ALTER
+                // EXTENSION UPDATE (its functions say so to their callers).
+                if !rights::enforced() || rights::outdated() {
                     return Ok(Outcome::NotDone);
                 }
                 rights::as_owner(pass).map(Outcome::Done).map_err(|e| Failure::Error(e.to_string()))

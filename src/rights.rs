@@ -233,6 +233,13 @@ pub fn enforced() -> bool {
     !extension().1
 }
 
+/// Whether the installed SQL definitions are of another version than this library: until ALTER
+/// EXTENSION UPDATE, the job functions refuse (see `as_owner`) and the background worker waits.
+pub fn outdated() -> bool {
+    extension();
+    OUTDATED.get()
+}
+
 fn extension() -> (pg_sys::Oid, bool) {
     if let Some(known) = OWNER.get() {
         return known;
@@ -259,7 +266,7 @@ fn extension() -> (pg_sys::Oid, bool) {
 /// their release, which this library cannot serve: every function that reads or writes jobs runs
 /// here, so each refuses until the update (guide, "Upgrading").
 pub fn as_owner<R>(f: impl FnOnce() -> R) -> R {
-    if !enforced() || OUTDATED.get() {
+    if !enforced() || outdated() {
         crate::error::update_needed();
     }
     let _restore = SwitchedUser::to(owner());

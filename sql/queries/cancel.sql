@@ -5,6 +5,8 @@ WITH before AS (
 ), cancelled AS (
     UPDATE jq_live_jobs j
     SET status = 'cancelled',
+        -- A held job waits for nothing any more (guide, "Workflows").
+        awaiting = 0,
         lease_owner = NULL,
         lease_expires_at = NULL,
         finished_at = $2

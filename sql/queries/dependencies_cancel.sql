@@ -19,6 +19,8 @@ WITH given AS (
 ), cancelled AS (
     UPDATE jq_live_jobs j
     SET status = 'cancelled',
+        -- It waits for nothing any more; a re-drive counts again (dependencies_await.sql).
+        awaiting = 0,
         finished_at = $3,
         last_error_code = 'DEPENDENCY_FAILED',
         last_error_message = c.message

@@ -20,6 +20,8 @@ WITH due AS (
 ), expired AS (
     UPDATE jq_live_jobs j
     SET status = 'cancelled',
+        -- A held job waits for nothing any more (guide, "Workflows").
+        awaiting = 0,
         finished_at = $2,
         last_error_code = 'EXPIRED',
         last_error_message = 'not claimed before expires_at'

@@ -1,7 +1,7 @@
 -- $1 job_id
 -- The jobs this one depends on, in the order it named them, each with its status and result (NULL
--- until it succeeds; always NULL in a queue that keeps nothing). A dependency no longer kept (pruned
--- or purged once this job ended) is left out. Each is looked up by its id, in the hot table and
+-- until it succeeds; a queue that keeps nothing keeps a job others depend on, with its result). A
+-- dependency no longer kept (pruned or purged once this job ended) is left out. Each is looked up by its id, in the hot table and
 -- then in the history (by each day's index on id), rather than through jq_jobs, whose join the
 -- planner would not take apart for a list of ids.
 SELECT d.id, j.status, j.result

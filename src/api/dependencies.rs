@@ -286,6 +286,7 @@ mod tests {
         assert_eq!(id, head);
         assert!(fail(id, "w", token));
         assert_eq!(status(head), "dead");
+        assert_eq!((awaiting(second), awaiting(third)), (0, 0), "a cancelled job waits for nothing");
         assert_eq!(
             (status(second), error(second)),
             ("cancelled".into(), format!("DEPENDENCY_FAILED: depends on job {head}, which ended dead"))

@@ -37,11 +37,13 @@ const WAITING_CLAIM: &str = "SELECT id, payload::text, attempt_count, lease_toke
 const PLAIN_CLAIM: &str = "SELECT id, payload::text, attempt_count, lease_token, \
      extract(epoch FROM lease_expires_at - clock_timestamp())::float8 \
      FROM jq_claim($1, $2, make_interval(secs => $3), 1)";
-/// No pending (claimable now or scheduled) and no running job. Read from jq_queue_stats, whose row of
-/// the queue every right on it shows (guide, "Security"): a role with only `consume` may not read
-/// jq_jobs.
-const QUEUE_DRAINED: &str = "SELECT NOT EXISTS (SELECT 1 FROM jq_queue_stats \
-     WHERE queue_name = $1 AND pending + scheduled + running > 0)";
+/// No pending (claimable now or scheduled), held (guide, "Workflows") or running job. Read from
+/// jq_queue_stats, whose row of the queue every right on it shows (guide, "Security"): a role with
+/// only `consume` may not read jq_jobs. Held jobs are read through the row as JSON, so that the
+/// check also runs against releases before workflows, whose view has no such column.
+const QUEUE_DRAINED: &str = "SELECT NOT EXISTS (SELECT 1 FROM jq_queue_stats s \
+     WHERE queue_name = $1 AND pending + scheduled + running \
+     + coalesce((to_jsonb(s) ->> 'held_by_dependency')::bigint, 0) > 0)";
 
 struct Options {
     dsn: Config,
