@@ -181,6 +181,32 @@ fn once_empty_needs_only_the_consume_right() {
     assert_eq!(sorted(worker.jobs("completed")), ids, "{log}");
 }
 
+/// `--once-empty` on a queue whose only job is held (guide, "Workflows"): the queue is not empty,
+/// so the worker stays until the job it waits for is completed elsewhere, then runs it and leaves.
+#[test]
+fn once_empty_waits_while_a_job_is_held() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    let parent: i64 = client.query_one("SELECT jq_enqueue('fetch', '{}')", &[]).unwrap().get(0);
+    let child: i64 = client
+        .query_one("SELECT jq_enqueue('merge', '{}', depends_on => ARRAY[$1::bigint])", &[&parent])
+        .unwrap()
+        .get(0);
+    let dir = Scratch::new("held");
+    let mut worker =
+        Worker::start(&cluster.dsn(), "merge", "m", &["--wait", "1", "--once-empty"], &dir, "cat >/dev/null");
+    // Several claims and drain checks find only the held job; a worker that took it for an empty
+    // queue would have left by now.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(worker.child.try_wait().unwrap().is_none(), "the worker left a queue with a held job: {}", worker.log());
+    client
+        .batch_execute("SELECT jq_complete(id, 'elsewhere', lease_token) FROM jq_claim('fetch', 'elsewhere')")
+        .unwrap();
+    let log = worker.log();
+    assert!(worker.wait_exit(Duration::from_secs(60)).success(), "{log}");
+    assert_eq!(worker.jobs("completed"), vec![child], "{}", worker.log());
+}
+
 /// Exit 65 fails for good; another exit status, or death by a signal, is retried.
 #[test]
 fn exit_status_decides_retry_or_death() {
