@@ -565,6 +565,105 @@ fn boundary_11_an_immediate_stop_loses_nothing_acknowledged() {
     );
 }
 
+/// Boundary 11 for workflows (guide, "Workflows"): an immediate stop while dependencies complete.
+/// Units of three dependencies and one job that depends on them; workers complete dependencies and
+/// claim dependents until the server stops. After recovery every acknowledged completion is kept,
+/// every held job awaits exactly its dependencies that have not succeeded, no dependent was
+/// claimed before all of its dependencies had finished, and completing the rest releases every
+/// dependent: none is stuck.
+#[test]
+fn boundary_11_an_immediate_stop_between_dependency_completions_keeps_every_count() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "DO $$
+             DECLARE parents bigint[];
+             BEGIN
+                 FOR unit IN 1 .. 300 LOOP
+                     parents := ARRAY(SELECT jq_enqueue_batch('inputs', array_fill('{}'::jsonb, ARRAY[3])));
+                     PERFORM jq_enqueue('outputs', '{}', depends_on => parents);
+                 END LOOP;
+             END $$",
+        )
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let completed = Arc::new(Mutex::new(Vec::<i64>::new()));
+    let mut threads = Vec::new();
+    for w in 0..4 {
+        let (mut client, stop, completed) = (cluster.connect(), stop.clone(), completed.clone());
+        // Three workers complete dependencies; one claims (and completes) the jobs they release.
+        let queue = if w < 3 { "inputs" } else { "outputs" };
+        threads.push(thread::spawn(move || {
+            let worker = format!("w{w}");
+            while !stop.load(Ordering::SeqCst) {
+                let Ok(row) = client
+                    .query_opt("SELECT id, lease_token FROM jq_claim($1, $2, interval '1 minute')", &[&queue, &worker])
+                else {
+                    return; // the server went away
+                };
+                let Some(row) = row else { continue };
+                let (id, token): (i64, i64) = (row.get(0), row.get(1));
+                match client.query_one("SELECT jq_complete($1, $2, $3)", &[&id, &worker, &token]) {
+                    Ok(r) if r.get::<_, bool>(0) => completed.lock().unwrap().push(id),
+                    Ok(_) => {}
+                    Err(_) => return,
+                }
+            }
+        }));
+    }
+    thread::sleep(Duration::from_secs(1));
+    cluster.crash_and_restart();
+    stop.store(true, Ordering::SeqCst);
+    for t in threads {
+        t.join().unwrap();
+    }
+
+    let mut client = cluster.connect();
+    let completed = completed.lock().unwrap().clone();
+    let kept: i64 = client
+        .query_one("SELECT count(*) FROM jq_jobs WHERE id = ANY($1) AND status = 'succeeded'", &[&completed])
+        .unwrap()
+        .get(0);
+    assert_eq!(kept as usize, completed.len(), "an acknowledged completion was lost");
+    // Each dependent's count against its dependencies as recovered, and its claim against theirs.
+    let counts = "SELECT count(*) FILTER (WHERE j.status = 'pending' AND j.awaiting <> w.open),
+                         count(*) FILTER (WHERE j.claimed_at IS NOT NULL AND (w.open > 0 OR w.last > j.claimed_at)),
+                         count(*) FILTER (WHERE j.status = 'pending' AND j.awaiting > 0),
+                         count(*) FILTER (WHERE j.claimed_at IS NOT NULL)
+                  FROM jq_jobs j
+                  CROSS JOIN LATERAL (
+                      SELECT count(*) FILTER (WHERE p.status <> 'succeeded') AS open, max(p.finished_at) AS last
+                      FROM jq_jobs p WHERE p.id = ANY (j.depends_on)) AS w
+                  WHERE j.queue_name = 'outputs'";
+    let row = client.query_one(counts, &[]).unwrap();
+    let (miscounted, early, held, claimed): (i64, i64, i64, i64) = (row.get(0), row.get(1), row.get(2), row.get(3));
+    assert_eq!(miscounted, 0, "a held job's count disagrees with its dependencies after recovery");
+    assert_eq!(early, 0, "a dependent was claimed before its dependencies finished");
+    assert!(held > 0 && !completed.is_empty(), "the stop came before any work, or after all of it");
+    // The rest: the crashed workers' leases are reaped, every dependency completes, and then every
+    // dependent runs.
+    client
+        .batch_execute("UPDATE jq_live_jobs SET lease_expires_at = clock_timestamp() WHERE status = 'running'")
+        .unwrap();
+    client.query_one("SELECT jq_reap()", &[]).unwrap();
+    client.batch_execute("UPDATE jq_live_jobs SET available_at = clock_timestamp() WHERE status = 'pending'").unwrap();
+    drain(&mut client, "inputs", |c| live_jobs(c, "inputs"));
+    drain(&mut client, "outputs", |c| live_jobs(c, "outputs"));
+    let row = client
+        .query_one(
+            "SELECT count(*), count(*) FILTER (WHERE status = 'succeeded') FROM jq_jobs WHERE queue_name = 'outputs'",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), row.get::<_, i64>(1), "a dependent is stuck after the restart");
+    assert_eq!(client.query_one("SELECT count(*) FROM jq_job_dependencies", &[]).unwrap().get::<_, i64>(0), 0);
+    println!(
+        "immediate stop among dependencies: {} completions acknowledged and kept, {held} jobs held then, {claimed} dependents claimed",
+        completed.len()
+    );
+}
+
 /// Fault test 12 of DEVELOPMENT.md ("Commands and what the tests cover"): a randomized history. Workers with random delays, stalls past their lease, crashes
 /// (dropped connections) and very short leases, and a reaper running throughout, for a fixed number
 /// of operations (JQ_SOAK_OPS, 1,500 by default; `make soak` runs more). Every grant and every
