@@ -565,7 +565,7 @@ fn boundary_11_an_immediate_stop_loses_nothing_acknowledged() {
     );
 }
 
-/// Boundary 11 for workflows (guide, "Workflows"): an immediate stop while dependencies complete.
+/// Fault test 11 again, for workflows (guide, "Workflows"): an immediate stop while dependencies complete.
 /// Units of three dependencies and one job that depends on them; workers complete dependencies and
 /// claim dependents until the server stops. After recovery every acknowledged completion is kept,
 /// every held job awaits exactly its dependencies that have not succeeded, no dependent was
