@@ -214,7 +214,8 @@ fn promtool_test(samples: &[Sample], rules: &[Rule]) -> String {
 
 /// Queues in every state the alerts speak of, in a database that nothing maintains: `late` has a
 /// claimable job past its threshold, `stuck` a lease about to end, `failing` a dead job, and `fine`
-/// a completed job and a pending one within the default thresholds.
+/// a completed job, a pending one within the default thresholds, and one held until that pending
+/// job succeeds (guide, "Workflows"), which no threshold counts.
 fn populate(cluster: &Cluster) {
     cluster
         .connect()
@@ -233,7 +234,7 @@ fn populate(cluster: &Cluster) {
              SELECT jq_fail(id, 'w', lease_token, 'BOOM') FROM jq_claim('failing', 'w');
              SELECT jq_enqueue('fine', '{}');
              SELECT jq_complete(id, 'w', lease_token) FROM jq_claim('fine', 'w');
-             SELECT jq_enqueue('fine', '{}');",
+             SELECT jq_enqueue('fine', '{}', depends_on => ARRAY[jq_enqueue('fine', '{}')]);",
         )
         .unwrap();
 }
@@ -267,6 +268,11 @@ fn the_exporter_serves_every_figure_and_the_alert_rules_fire_on_its_series() {
     );
     assert_eq!(
         (jobs("fine", "pending"), jobs("fine", "running"), jobs("fine", "dead")),
+        ("1".into(), "0".into(), "0".into())
+    );
+    // A held job is `held`, as jq_queue_stats counts it: neither pending nor scheduled.
+    assert_eq!(
+        (jobs("fine", "held"), jobs("fine", "scheduled"), jobs("late", "held")),
         ("1".into(), "0".into(), "0".into())
     );
     for (queue, check) in [("late", "claimable_age"), ("stuck", "expiring_leases"), ("failing", "dead_age")] {
