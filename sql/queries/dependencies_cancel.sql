@@ -8,10 +8,13 @@ WITH given AS (
     ORDER BY g.job_id, g.cause
 ), causes AS (
     SELECT g.job_id, g.cause,
-           'depends on job ' || g.cause || ', which ended ' ||
-           coalesce((SELECT CASE WHEN p.last_error_code = 'EXPIRED' AND p.status OPERATOR(pg_catalog.=) 'cancelled'
+           'depends on job ' || g.cause ||
+           coalesce(', which ended ' ||
+                    (SELECT CASE WHEN p.last_error_code = 'EXPIRED' AND p.status OPERATOR(pg_catalog.=) 'cancelled'
                                  THEN 'expired' ELSE p.status::text END
-                     FROM jq_live_jobs p WHERE p.id = g.cause), 'gone') AS message
+                     FROM jq_live_jobs p WHERE p.id = g.cause),
+                    -- Purged or pruned since: whether it succeeded is not known any more.
+                    ', which is no longer kept') AS message
     FROM given g
 ), locked AS MATERIALIZED (
     -- Locked in the order of their ids first, as dependencies_release.sql says why.
