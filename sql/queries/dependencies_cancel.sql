@@ -8,7 +8,7 @@ WITH given AS (
     ORDER BY g.job_id, g.cause
 ), causes AS (
     SELECT g.job_id, g.cause,
-           'depends on job ' || g.cause ||
+           'depends on job ' || g.cause::text ||
            coalesce(', which ended ' ||
                     (SELECT CASE WHEN p.last_error_code = 'EXPIRED' AND p.status OPERATOR(pg_catalog.=) 'cancelled'
                                  THEN 'expired' ELSE p.status::text END

@@ -253,9 +253,10 @@ fn start(databases: &[String], probes: &[String], attackers: &[(&str, &[String])
 
 /// Everything the extension does, in every database: a fresh install of the current version,
 /// every function, the background worker's passes; then each released version installed with jobs
-/// in it and upgraded step by step to the current one, and every function again. In round 2 the
-/// planter plants before each install and upgrade, and again after it, when the extension's types
-/// exist. Catalogs are read at each step, so that objects an upgrade drops are still known.
+/// in it and upgraded step by step to the current one, a new job depending on jobs from before, and
+/// every function again. In round 2 the planter plants before each install and upgrade, and again
+/// after it, when the extension's types exist. Catalogs are read at each step, so that objects an
+/// upgrade drops are still known.
 fn run_everything(
     cluster: &Cluster,
     sources: &Sources,
@@ -299,7 +300,7 @@ fn run_everything(
             continue;
         }
         catalogs.load(cluster, &db);
-        jobs_of_a_released_version(&mut admin, errors);
+        jobs_of_a_released_version(&mut admin, version, errors);
         let mut updated = true;
         for next in sources.versions_after(version) {
             plant(&db);
@@ -311,6 +312,7 @@ fn run_everything(
         }
         if updated {
             plant(&db);
+            depend_on_jobs_from_before(cluster, &db, errors);
             exercise(cluster, &db, errors);
         }
     }
@@ -567,6 +569,11 @@ fn exercise(cluster: &Cluster, db: &str, errors: &mut Vec<String>) {
         "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT * FROM jq_claim('keys', 'w', batch_size => 2); COMMIT",
     );
 
+    // Workflows (guide, "Workflows"); and a job of a day of history long past that a pending job
+    // depends on, which the prune below must keep.
+    let merged = workflows(cluster, db, &mut owner, errors);
+    let depended_on = day_depended_on(&mut owner, errors);
+
     // Reap and expiry passes that fail on one row each (a trigger refuses to let it leave pending or
     // running), and go on row by row.
     let stuck = owner.one_id(errors, "SELECT jq_enqueue('stuck', '{}')");
@@ -636,6 +643,23 @@ fn exercise(cluster: &Cluster, db: &str, errors: &mut Vec<String>) {
     ] {
         owner.rows(errors, sql);
     }
+    if let Some((old, waiter)) = depended_on {
+        // The day and its job stay while the job waiting on it is pending; once that ran, the next
+        // prune (the worker's, in `fresh`) may take them.
+        let kept = jq_harness::text_rows(
+            &mut inspector(cluster, db),
+            &format!(
+                "SELECT (pg_catalog.to_regclass('public.jq_job_history_19990101') IS NOT NULL
+                         AND EXISTS (SELECT FROM public.jq_job_history h WHERE h.id = {old}))::text"
+            ),
+        );
+        if kept != ["true"] {
+            errors.push(format!("{db}: the prune took job {old}, or its day, while job {waiter} depends on it"));
+        }
+        for (id, token) in owner.leases(errors, "SELECT id, lease_token FROM jq_claim('flow.old', 'w')") {
+            owner.rows(errors, &format!("SELECT jq_complete({id}, 'w', {token})"));
+        }
+    }
 
     // A consumer: every call goes through its rights on the queue.
     let mut consumer = Caller::new(cluster, db, "consumer");
@@ -675,6 +699,18 @@ fn exercise(cluster: &Cluster, db: &str, errors: &mut Vec<String>) {
     ] {
         consumer.rows(errors, sql);
     }
+    // A job of the consumer's waits for another of its own (a right on the dependency's queue, guide,
+    // "Workflows"), and the consumer reads what it waits for; a job of a queue it may not see is
+    // answered as one that does not exist (no rows) in a database where its rights are per queue.
+    let mine = consumer.one_id(errors, "SELECT jq_enqueue('mail', '{}', run_at => now() + interval '1 hour')");
+    let mut waits_on_mine = None;
+    if let Some(mine) = mine {
+        waits_on_mine = consumer
+            .one_id(errors, &format!("SELECT jq_enqueue('mail', '{{}}', depends_on => ARRAY[{mine}]::bigint[])"));
+    }
+    for id in waits_on_mine.iter().chain(&merged) {
+        consumer.rows(errors, &format!("SELECT * FROM jq_parent_results({id})"));
+    }
 
     // A member of pg_monitor reads every queue's figures.
     let mut watcher = Caller::new(cluster, db, "watcher");
@@ -688,6 +724,121 @@ fn exercise(cluster: &Cluster, db: &str, errors: &mut Vec<String>) {
     ] {
         watcher.rows(errors, sql);
     }
+    if let Some(id) = waits_on_mine {
+        watcher.rows(errors, &format!("SELECT * FROM jq_parent_results({id})"));
+    }
+}
+
+/// Workflows (guide, "Workflows"), as the owner: enqueues that depend on live and finished jobs,
+/// one at a time and in a batch, and on a job already cancelled; a completion of a job with
+/// dependents and of one with dependencies (one by one and in a batch); a death that cancels the
+/// chain below it, round by round; a re-drive of a cancelled job while its dependency is still
+/// cancelled, and of one whose dependency was re-driven first; a cancel of a dependency; and the
+/// inputs of a job read back.
+/// Returns the job that merged two others.
+fn workflows(cluster: &Cluster, db: &str, owner: &mut Caller, errors: &mut Vec<String>) -> Option<i64> {
+    let done = owner.one_id(errors, "SELECT jq_enqueue('flow', '{}', priority => 3)")?;
+    for (id, token) in owner.leases(errors, "SELECT id, lease_token FROM jq_claim('flow', 'w')") {
+        owner.rows(errors, &format!("SELECT jq_complete({id}, 'w', {token})"));
+    }
+    let good = owner.one_id(errors, "SELECT jq_enqueue('flow', '{}', priority => 2)")?;
+    let bad = owner.one_id(errors, "SELECT jq_enqueue('flow', '{}', priority => 1)")?;
+    // Waits for a live job and for one in the history (dependencies_of, _mark, _succeeded, _link).
+    let merged = owner.one_id(
+        errors,
+        &format!(
+            r#"SELECT jq_enqueue('flow.child', '{{"merge": true}}', depends_on => ARRAY[{good}, {done}]::bigint[])"#
+        ),
+    )?;
+    let doomed: Vec<i64> = owner
+        .rows(
+            errors,
+            &format!("SELECT * FROM jq_enqueue_batch('flow.child', ARRAY['{{}}', '{{}}']::jsonb[], depends_on => ARRAY[{bad}]::bigint[])"),
+        )
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let &[doomed_first, doomed_second] = &doomed[..] else {
+        errors.push(format!("{}: a batch of two jobs depending on job {bad} returned {doomed:?}", owner.label));
+        return None;
+    };
+    let below = owner.one_id(
+        errors,
+        &format!("SELECT jq_enqueue('flow.child', '{{}}', depends_on => ARRAY[{doomed_first}]::bigint[])"),
+    )?;
+    // The held jobs are in no claim index: the claim takes the two they wait for. One succeeds
+    // (dependencies_release: `merged` waits for nothing more), the other dies (dependencies_waiting
+    // and _cancel, twice: the batch, then the job below its first).
+    for (id, token) in owner.leases(errors, "SELECT id, lease_token FROM jq_claim('flow', 'w', batch_size => 5)") {
+        if id == good {
+            owner.rows(errors, &format!(r#"SELECT jq_complete({id}, 'w', {token}, '{{"sum": 1}}')"#));
+        } else {
+            owner
+                .rows(errors, &format!("SELECT jq_fail({id}, 'w', {token}, 'BROKEN', 'no retry', retryable => false)"));
+        }
+    }
+    // A job with dependencies completes in a batch: its rows of jq_job_dependencies go.
+    for (id, token) in owner.leases(errors, "SELECT id, lease_token FROM jq_claim('flow.child', 'w', batch_size => 5)")
+    {
+        owner.rows(
+            errors,
+            &format!(r#"SELECT * FROM jq_complete_batch(ARRAY[{id}]::bigint[], 'w', ARRAY[{token}]::bigint[], ARRAY['{{"merged": true}}']::jsonb[])"#),
+        );
+    }
+    // Inputs of a finished job and of a cancelled one.
+    owner.rows(errors, &format!("SELECT * FROM jq_parent_results({merged})"));
+    owner.rows(errors, &format!("SELECT * FROM jq_parent_results({below})"));
+    // Re-drives (dependencies_await): the job below, while what it waits for is still cancelled,
+    // is cancelled again at once; the dead job, then one of those it doomed, which waits again.
+    for sql in [
+        format!("SELECT jq_retry({below})"),
+        format!("SELECT jq_retry({bad})"),
+        format!("SELECT jq_retry({doomed_first})"),
+        // A cancel of a dependency cancels what waits on it.
+        format!("SELECT jq_cancel({bad})"),
+    ] {
+        owner.rows(errors, &sql);
+    }
+    // A dependency already cancelled cancels the new job at once.
+    let late = owner
+        .one_id(errors, &format!("SELECT jq_enqueue('flow.child', '{{}}', depends_on => ARRAY[{bad}]::bigint[])"))?;
+    let ended = jq_harness::text_rows(
+        &mut inspector(cluster, db),
+        &format!(
+            "SELECT j.status::text || ' ' || coalesce(j.last_error_code, '-')
+             FROM public.jq_jobs j WHERE j.id IN ({merged}, {doomed_first}, {doomed_second}, {below}, {late})
+             ORDER BY j.id"
+        ),
+    );
+    let failed = "cancelled DEPENDENCY_FAILED";
+    if ended != ["succeeded -", failed, failed, failed, failed] {
+        errors.push(format!("{db}: the jobs of a workflow ended {ended:?}"));
+    }
+    Some(merged)
+}
+
+/// A succeeded job moved into a day of history long past, and a pending job that depends on it
+/// (guide, "Workflows": such a day is kept until the jobs waiting on it end). Returns both ids. The
+/// job waits before its dependency moves, and the day is made and filled in one transaction, so
+/// that the background worker's prune, every second, never finds the day without what keeps it.
+fn day_depended_on(owner: &mut Caller, errors: &mut Vec<String>) -> Option<(i64, i64)> {
+    let old = owner.one_id(errors, "SELECT jq_enqueue('flow.old', '{}')")?;
+    for (id, token) in owner.leases(errors, "SELECT id, lease_token FROM jq_claim('flow.old', 'w')") {
+        owner.rows(errors, &format!("SELECT jq_complete({id}, 'w', {token})"));
+    }
+    let waiter = owner
+        .one_id(errors, &format!("SELECT jq_enqueue('flow.old', '{{}}', depends_on => ARRAY[{old}]::bigint[])"))?;
+    owner.batch(
+        errors,
+        &format!(
+            "BEGIN;
+             CREATE TABLE jq_job_history_19990101 PARTITION OF jq_job_history
+                 FOR VALUES FROM ('1999-01-01 00:00:00+00') TO ('1999-01-02 00:00:00+00');
+             UPDATE jq_job_history SET finished_at = timestamptz '1999-01-01 12:00:00+00' WHERE id = {old};
+             COMMIT"
+        ),
+    );
+    Some((old, waiter))
 }
 
 /// Waits (at most `limit`) until `condition` holds; false if it never did.
@@ -724,7 +875,15 @@ fn worker_passes(cluster: &Cluster, db: &str, errors: &mut Vec<String>) {
     owner.rows(errors, "SELECT jq_enqueue('reaped', '{}')");
     let reaped = owner.one_id(errors, "SELECT id FROM jq_claim('reaped', 'w', interval '200 milliseconds')");
     let expiring =
-        owner.one_id(errors, "SELECT jq_enqueue('expiring', '{}', expires_at => now() + interval '300 milliseconds')");
+        owner.one_id(errors, "SELECT jq_enqueue('expiring', '{}', expires_at => now() + interval '1 second')");
+    // The worker's expiry pass cancels what waits on the job it cancels (guide, "Workflows"); the
+    // second before it expires is for this enqueue.
+    let waiting = expiring.and_then(|expiring| {
+        owner.one_id(
+            errors,
+            &format!("SELECT jq_enqueue('expiring.after', '{{}}', depends_on => ARRAY[{expiring}]::bigint[])"),
+        )
+    });
     owner.rows(
         errors,
         "CREATE TABLE jq_job_history_20000102 PARTITION OF jq_job_history
@@ -746,6 +905,9 @@ fn worker_passes(cluster: &Cluster, db: &str, errors: &mut Vec<String>) {
     if !eventually(Duration::from_secs(30), || status(expiring, "cancelled")) {
         errors.push(format!("{db}: timed out waiting until the worker cancelled a job past its deadline"));
     }
+    if !eventually(Duration::from_secs(30), || status(waiting, "cancelled")) {
+        errors.push(format!("{db}: timed out waiting until the worker cancelled a job depending on an expired one"));
+    }
     let mut inspector = inspector(cluster, db);
     let mut holds = |sql: &str| inspector.query_one(sql, &[]).ok().is_some_and(|r| r.get::<_, bool>(0));
     for (what, sql) in [
@@ -759,40 +921,170 @@ fn worker_passes(cluster: &Cluster, db: &str, errors: &mut Vec<String>) {
 }
 
 /// Jobs in the tables of a released version, written as its functions left them (as
-/// `upgrade.rs` writes them): succeeded, dead and cancelled ones with their events, pending ones
-/// and a running one under a lease, so that each upgrade step moves rows.
-fn jobs_of_a_released_version(admin: &mut Caller, errors: &mut Vec<String>) {
-    for sql in [
-        "INSERT INTO jq_jobs (queue_name, payload, status, available_at, attempt_count, max_attempts, lease_token,
-                              lease_length, claimed_at, created_at, finished_at)
-         SELECT 'kept', '{}', 'succeeded', now() - interval '1 minute', 1, 8, 1,
-                interval '1 hour', now() - interval '30 seconds', now() - interval '1 minute', now()
-         FROM generate_series(1, 3)",
-        "WITH j AS (
-             INSERT INTO jq_jobs (queue_name, payload, status, available_at, attempt_count, max_attempts,
-                                  lease_token, lease_length, claimed_at, last_error_code, last_error_message,
-                                  created_at, finished_at)
-             VALUES ('kept', '{}', 'dead', now() - interval '1 minute', 1, 8, 1, interval '60 seconds',
-                     now() - interval '30 seconds', 'BROKEN', 'no retry', now() - interval '1 minute', now())
-             RETURNING id, queue_name)
-         INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worker, lease_token,
-                                    error_code, error_message)
-         SELECT id, queue_name, 'failed', 'dead', now(), 1, 'w', 1, 'BROKEN', 'no retry' FROM j",
-        "WITH j AS (
-             INSERT INTO jq_jobs (queue_name, payload, status, available_at, max_attempts, created_at, finished_at)
-             VALUES ('kept', '{}', 'cancelled', now(), 8, now(), now())
-             RETURNING id, queue_name)
-         INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, lease_token)
-         SELECT id, queue_name, 'cancelled', 'cancelled', now(), 0, 0 FROM j",
-        "INSERT INTO jq_jobs (queue_name, payload, priority, available_at, max_attempts, dedup_key, ordering_key, created_at)
-         VALUES ('kept', '{}', 5, now(), 8, 'd1', 'o1', now()), ('kept', '{}', 0, now(), 8, NULL, NULL, now())",
-        "INSERT INTO jq_jobs (queue_name, payload, status, available_at, attempt_count, max_attempts, lease_owner,
-                              lease_token, lease_expires_at, lease_length, claimed_at, created_at)
-         VALUES ('kept', '{}', 'running', now(), 1, 8, 'holder', 7, now() + interval '1 hour',
-                 interval '1 hour', now(), now())",
-        "INSERT INTO jq_queues (queue_name, max_attempts) VALUES ('kept', 3)",
-    ] {
+/// `upgrade.rs` writes them, `jobs_as_0_2_0` and `jobs_as_0_3_0`): succeeded, dead and cancelled
+/// ones with their events, pending ones and a running one under a lease of worker 'holder', so that
+/// each upgrade step moves rows; and a role with rights, so that each step carries them over. The
+/// library refuses every job function of a released version's definitions until the update (guide,
+/// "Upgrading"), so none of this goes through them.
+fn jobs_of_a_released_version(admin: &mut Caller, version: &str, errors: &mut Vec<String>) {
+    let statements: &[&str] = if version_key(version) < version_key("0.3.0") {
+        // One table, jq_jobs; rights were table rights, which the update to 0.3.0 turns into queue
+        // rights (its DO block runs jq_sync_function_rights for each role that had some).
+        &[
+            "INSERT INTO jq_jobs (queue_name, payload, status, available_at, attempt_count, max_attempts, lease_token,
+                                  lease_length, claimed_at, created_at, finished_at)
+             SELECT 'kept', '{}', 'succeeded', now() - interval '1 minute', 1, 8, 1,
+                    interval '1 hour', now() - interval '30 seconds', now() - interval '1 minute', now()
+             FROM generate_series(1, 3)",
+            "WITH j AS (
+                 INSERT INTO jq_jobs (queue_name, payload, status, available_at, attempt_count, max_attempts,
+                                      lease_token, lease_length, claimed_at, last_error_code, last_error_message,
+                                      created_at, finished_at)
+                 VALUES ('kept', '{}', 'dead', now() - interval '1 minute', 1, 8, 1, interval '60 seconds',
+                         now() - interval '30 seconds', 'BROKEN', 'no retry', now() - interval '1 minute', now())
+                 RETURNING id, queue_name)
+             INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worker, lease_token,
+                                        error_code, error_message)
+             SELECT id, queue_name, 'failed', 'dead', now(), 1, 'w', 1, 'BROKEN', 'no retry' FROM j",
+            "WITH j AS (
+                 INSERT INTO jq_jobs (queue_name, payload, status, available_at, max_attempts, created_at, finished_at)
+                 VALUES ('kept', '{}', 'cancelled', now(), 8, now(), now())
+                 RETURNING id, queue_name)
+             INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, lease_token)
+             SELECT id, queue_name, 'cancelled', 'cancelled', now(), 0, 0 FROM j",
+            "INSERT INTO jq_jobs (queue_name, payload, priority, available_at, max_attempts, dedup_key, ordering_key,
+                                  created_at)
+             VALUES ('kept', '{}', 5, now(), 8, 'd1', 'o1', now()), ('kept', '{}', 0, now(), 8, NULL, NULL, now())",
+            "INSERT INTO jq_jobs (queue_name, payload, status, available_at, attempt_count, max_attempts, lease_owner,
+                                  lease_token, lease_expires_at, lease_length, claimed_at, created_at)
+             VALUES ('kept', '{}', 'running', now(), 1, 8, 'holder', 7, now() + interval '1 hour',
+                     interval '1 hour', now(), now())",
+            "INSERT INTO jq_queues (queue_name, max_attempts) VALUES ('kept', 3)",
+            "GRANT SELECT, INSERT, UPDATE ON jq_jobs, jq_queues TO consumer",
+        ]
+    } else {
+        // Since 0.3.0: jq_jobs is a view of jq_live_jobs and of jq_job_history (partitioned by day),
+        // each job under the number its queue got from its first enqueue; rights are jq_grant's
+        // (PL/pgSQL, which the library does not refuse).
+        &[
+            "INSERT INTO jq_queue_ids (queue_name, ordering_keys) VALUES ('kept', true)",
+            "INSERT INTO jq_job_history (id, queue_id, payload, priority, available_at, attempt_count, max_attempts,
+                                         lease_token, lease_length, claimed_at, created_at, finished_at, progress,
+                                         result)
+             SELECT nextval('jq_jobs_id_seq'::regclass), q.queue_id, '{}', 0, now() - interval '1 minute', 1, 8, 1,
+                    interval '1 hour', now() - interval '30 seconds', now() - interval '1 minute',
+                    now() - interval '20 seconds', '{\"step\": 2}', jsonb_build_object('n'::text, n)
+             FROM jq_queue_ids q, generate_series(1, 3) AS n WHERE q.queue_name = 'kept'",
+            "WITH j AS (
+                 INSERT INTO jq_job_history (id, queue_id, payload, priority, available_at, attempt_count,
+                                             max_attempts, lease_token, lease_length, claimed_at, last_error_code,
+                                             last_error_message, created_at, finished_at)
+                 SELECT nextval('jq_jobs_id_seq'::regclass), q.queue_id, '{}', 0, now() - interval '9 seconds', 2,
+                        3, 2, interval '60 seconds', now() - interval '5 seconds', 'FLAKY', 'first try',
+                        now() - interval '1 minute', now()
+                 FROM jq_queue_ids q WHERE q.queue_name = 'kept'
+                 RETURNING id)
+             INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worker, lease_token,
+                                        error_code, error_message)
+             SELECT id, 'kept', 'failed', 'pending', now() - interval '10 seconds', 1, 'w', 1, 'FLAKY', 'first try'
+             FROM j",
+            "WITH j AS (
+                 INSERT INTO jq_live_jobs (queue_id, payload, status, available_at, attempt_count, max_attempts,
+                                           lease_token, lease_length, claimed_at, last_error_code,
+                                           last_error_message, created_at, finished_at)
+                 SELECT q.queue_id, '{}', 'dead', now() - interval '1 minute', 1, 8, 1, interval '60 seconds',
+                        now() - interval '30 seconds', 'BROKEN', 'no retry', now() - interval '1 minute', now()
+                 FROM jq_queue_ids q WHERE q.queue_name = 'kept'
+                 RETURNING id)
+             INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worker, lease_token,
+                                        error_code, error_message)
+             SELECT id, 'kept', 'failed', 'dead', now(), 1, 'w', 1, 'BROKEN', 'no retry' FROM j",
+            "WITH j AS (
+                 INSERT INTO jq_live_jobs (queue_id, payload, status, available_at, max_attempts, created_at,
+                                           finished_at)
+                 SELECT q.queue_id, '{}', 'cancelled', now(), 8, now(), now()
+                 FROM jq_queue_ids q WHERE q.queue_name = 'kept'
+                 RETURNING id)
+             INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, lease_token)
+             SELECT id, 'kept', 'cancelled', 'cancelled', now(), 0, 0 FROM j",
+            "WITH j AS (
+                 INSERT INTO jq_live_jobs (queue_id, payload, available_at, attempt_count, max_attempts, lease_token,
+                                           lease_length, claimed_at, created_at, progress)
+                 SELECT q.queue_id, '{}', now() + interval '1 hour', 0, 8, 1, interval '60 seconds',
+                        now() - interval '10 seconds', now() - interval '1 minute', '{\"step\": 1}'
+                 FROM jq_queue_ids q WHERE q.queue_name = 'kept'
+                 RETURNING id)
+             INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worker, lease_token)
+             SELECT id, 'kept', 'snoozed', 'pending', now(), 1, 'w', 1 FROM j",
+            "INSERT INTO jq_live_jobs (queue_id, payload, priority, available_at, max_attempts, dedup_key, ordering_key,
+                                       concurrency_key, expires_at, created_at)
+             SELECT q.queue_id, '{}', p.priority, now(), 8, p.dedup_key, p.ordering_key, p.concurrency_key,
+                    p.expires_at, now()
+             FROM jq_queue_ids q,
+                  (VALUES (5, 'd1', 'o1', NULL, NULL), (0, NULL, NULL, NULL, NULL),
+                          (0, NULL, NULL, 'c', now() + interval '1 day'))
+                      AS p(priority, dedup_key, ordering_key, concurrency_key, expires_at)
+             WHERE q.queue_name = 'kept'",
+            "INSERT INTO jq_live_jobs (queue_id, payload, status, available_at, attempt_count, max_attempts,
+                                       lease_owner, lease_token, lease_expires_at, lease_length, claimed_at,
+                                       created_at)
+             SELECT q.queue_id, '{}', 'running', now(), 1, 8, 'holder', 7, now() + interval '1 hour',
+                    interval '1 hour', now(), now()
+             FROM jq_queue_ids q WHERE q.queue_name = 'kept'",
+            "INSERT INTO jq_queues (queue_name, max_attempts) VALUES ('kept', 3)",
+            "SELECT jq_grant('consumer', 'kept', 'consume')",
+        ]
+    };
+    for sql in statements {
         admin.rows(errors, sql);
+    }
+}
+
+/// Right after the update from a released version: a new job depends on jobs from before it (guide,
+/// "Workflows"), a pending one, one running under its lease from before and a succeeded one, so
+/// that the rows each upgrade step moved are marked, counted down and cancelled by the new
+/// statements. The lease completes with its token from before; cancelling the pending one cancels
+/// the new job.
+fn depend_on_jobs_from_before(cluster: &Cluster, db: &str, errors: &mut Vec<String>) {
+    let mut inspector = inspector(cluster, db);
+    let mut id_of = |sql: &str| inspector.query_one(sql, &[]).ok().and_then(|r| r.get::<_, Option<i64>>(0));
+    let pending = id_of(
+        "SELECT min(j.id) FROM public.jq_jobs j
+         WHERE j.queue_name = 'kept' AND j.status::text = 'pending' AND j.available_at <= now()",
+    );
+    let running = id_of(
+        "SELECT min(j.id) FROM public.jq_jobs j
+         WHERE j.queue_name = 'kept' AND j.status::text = 'running' AND j.lease_owner = 'holder'",
+    );
+    let succeeded =
+        id_of("SELECT min(j.id) FROM public.jq_jobs j WHERE j.queue_name = 'kept' AND j.status::text = 'succeeded'");
+    let (Some(pending), Some(running), Some(succeeded)) = (pending, running, succeeded) else {
+        errors.push(format!("{db}: the jobs written before the update are not all there after it"));
+        return;
+    };
+    let mut owner = Caller::new(cluster, db, "postgres");
+    let Some(child) = owner.one_id(
+        errors,
+        &format!(
+            "SELECT jq_enqueue('after', '{{}}', depends_on => ARRAY[{pending}, {running}, {succeeded}]::bigint[])"
+        ),
+    ) else {
+        return;
+    };
+    owner.rows(errors, &format!("SELECT jq_complete({running}, 'holder', 7)"));
+    owner.rows(errors, &format!("SELECT * FROM jq_parent_results({child})"));
+    owner.rows(errors, &format!("SELECT jq_cancel({pending})"));
+    let ended = jq_harness::text_rows(
+        &mut inspector,
+        &format!(
+            "SELECT j.status::text || ' ' || coalesce(j.last_error_code, '-') || ' ' || j.awaiting::text
+             FROM public.jq_jobs j WHERE j.id IN ({running}, {child}) ORDER BY j.id"
+        ),
+    );
+    if ended != ["succeeded - 0", "cancelled DEPENDENCY_FAILED 0"] {
+        errors.push(format!(
+            "{db}: a job depending on jobs from before the update: the lease from before and the job ended {ended:?}"
+        ));
     }
 }
 
@@ -2281,6 +2573,32 @@ fn normalize(sql: &str) -> String {
     out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// Whether the statement `sql` (normalized) holds `piece` of a file. A name the code writes into
+/// the text before running it (`$day` of history_day_depended_on.sql, a day's partition) stands
+/// for any text there; `$1` and the like are parameters, which stay as written.
+fn holds_piece(sql: &str, piece: &str) -> bool {
+    let mut parts = vec![String::new()];
+    let mut chars = piece.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '$' && chars.peek().is_some_and(char::is_ascii_lowercase) {
+            while chars.peek().is_some_and(|n| n.is_ascii_lowercase() || *n == '_') {
+                chars.next();
+            }
+            parts.push(String::new());
+        } else if let Some(part) = parts.last_mut() {
+            part.push(c);
+        }
+    }
+    let mut from = 0;
+    for part in &parts {
+        match sql[from..].find(part.as_str()) {
+            Some(at) => from += at + part.len(),
+            None => return false,
+        }
+    }
+    true
+}
+
 fn pieces(text: &str) -> Vec<String> {
     let mut pieces = Vec::new();
     let mut current = String::new();
@@ -2343,7 +2661,7 @@ impl Sources {
         self.queries
             .iter()
             .filter_map(|file| {
-                let missing = file.pieces.iter().find(|p| !parsed.iter().any(|s| s.contains(p.as_str())))?;
+                let missing = file.pieces.iter().find(|p| !parsed.iter().any(|s| holds_piece(s, p)))?;
                 let start: String = missing.chars().take(120).collect();
                 Some(format!("{}: never parsed: {start}…", file.path))
             })
@@ -2363,7 +2681,7 @@ impl Sources {
                 };
                 let normalized = normalize(text);
                 let candidates: Vec<&SqlFile> =
-                    self.queries.iter().filter(|f| f.pieces.iter().any(|p| normalized.contains(p.as_str()))).collect();
+                    self.queries.iter().filter(|f| f.pieces.iter().any(|p| holds_piece(&normalized, p))).collect();
                 let mut place = find_line(&candidates, &line).or_else(|| self.find_anywhere(&line));
                 if place.is_none() {
                     let first =
