@@ -115,9 +115,18 @@ for script in sql/released/pg_jobqueue--*.sql; do
   db=upgrade_${old//./_}
   sql "CREATE DATABASE $db" >/dev/null
   # A job as that release left it: its functions refuse to run on the new library until the update.
+  # Before 0.3.0 jobs were rows of the table jq_jobs; since, of jq_live_jobs under a queue number.
   psql_in "$db" -c "CREATE EXTENSION pg_jobqueue VERSION '$old'" \
-    -c "INSERT INTO jq_jobs (queue_name, payload, available_at, max_attempts, created_at)
-        VALUES ('kept', '{}', now(), 8, now())" >/dev/null
+    -c "DO \$\$ BEGIN
+          IF to_regclass('jq_live_jobs') IS NULL THEN
+            INSERT INTO jq_jobs (queue_name, payload, available_at, max_attempts, created_at)
+            VALUES ('kept', '{}', now(), 8, now());
+          ELSE
+            INSERT INTO jq_queue_ids (queue_name) VALUES ('kept');
+            INSERT INTO jq_live_jobs (queue_id, payload, available_at, max_attempts, created_at)
+            SELECT queue_id, '{}', now(), 8, now() FROM jq_queue_ids WHERE queue_name = 'kept';
+          END IF;
+        END \$\$" >/dev/null
   psql_in "$db" -c "ALTER EXTENSION pg_jobqueue UPDATE" 2>&1 | grep -v '^WARNING' || true
   check "a database on $old upgrades to $version with its job" \
     test "$(psql_in "$db" -At -c "SELECT extversion || ' ' || (SELECT count(*) FROM jq_jobs WHERE queue_name = 'kept')
