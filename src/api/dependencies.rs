@@ -297,10 +297,10 @@ mod tests {
         );
         assert_eq!(
             one::<String>(&format!(
-                "SELECT string_agg(concat_ws('/', job_id - {head}, event, status, error_code), ' ' ORDER BY id)
+                "SELECT string_agg(concat_ws('/', job_id, event, status, error_code), ' ' ORDER BY id)
                  FROM jq_job_events WHERE job_id IN ({second}, {third})"
             )),
-            "1/cancelled/cancelled/DEPENDENCY_FAILED 2/cancelled/cancelled/DEPENDENCY_FAILED"
+            format!("{second}/cancelled/cancelled/DEPENDENCY_FAILED {third}/cancelled/cancelled/DEPENDENCY_FAILED")
         );
     }
 
