@@ -27,7 +27,8 @@ use crate::shared::finish;
 use crate::shared::front::{self, Key};
 use crate::shared::wake;
 
-const OF: &str = include_str!("../../sql/queries/dependencies_of.sql");
+// The jobs' queues, live or finished: the lookup a refused report already uses (src/api/lease.rs).
+const OF: &str = include_str!("../../sql/queries/job_queues_any.sql");
 const MARK: &str = include_str!("../../sql/queries/dependencies_mark.sql");
 const SUCCEEDED: &str = include_str!("../../sql/queries/dependencies_succeeded.sql");
 const LINK: &str = include_str!("../../sql/queries/dependencies_link.sql");

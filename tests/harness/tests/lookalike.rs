@@ -743,7 +743,7 @@ fn workflows(cluster: &Cluster, db: &str, owner: &mut Caller, errors: &mut Vec<S
     }
     let good = owner.one_id(errors, "SELECT jq_enqueue('flow', '{}', priority => 2)")?;
     let bad = owner.one_id(errors, "SELECT jq_enqueue('flow', '{}', priority => 1)")?;
-    // Waits for a live job and for one in the history (dependencies_of, _mark, _succeeded, _link).
+    // Waits for a live job and for one in the history (job_queues_any, dependencies_mark, _succeeded, _link).
     let merged = owner.one_id(
         errors,
         &format!(
