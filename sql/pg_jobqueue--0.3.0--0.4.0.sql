@@ -30,9 +30,19 @@ CREATE INDEX jq_live_jobs_held ON jq_live_jobs (queue_id)
 CREATE TABLE jq_job_dependencies (
     depends_on bigint NOT NULL,
     job_id     bigint NOT NULL,
+    -- Whether the job counts its dependencies in parts (jq_dependency_parts): what a completion
+    -- of the dependency counts down, read with the row that finds the job.
+    parted     boolean NOT NULL DEFAULT false,
     CONSTRAINT jq_job_dependencies_pkey PRIMARY KEY (depends_on, job_id)
 );
 SELECT pg_catalog.pg_extension_config_dump('jq_job_dependencies', '');
+CREATE TABLE jq_dependency_parts (
+    job_id   bigint NOT NULL,
+    part     int NOT NULL,
+    awaiting int NOT NULL,
+    CONSTRAINT jq_dependency_parts_pkey PRIMARY KEY (job_id, part)
+);
+SELECT pg_catalog.pg_extension_config_dump('jq_dependency_parts', '');
 
 -- The views, with the new columns at their ends.
 CREATE OR REPLACE VIEW jq_jobs AS
@@ -40,7 +50,12 @@ SELECT j.id, q.queue_name, j.payload, j.status, j.priority, j.available_at, j.at
        j.max_attempts, j.lease_owner, j.lease_token, j.lease_expires_at, j.lease_length, j.claimed_at,
        j.run_deadline, j.last_error_code, j.last_error_message, j.dedup_key, j.ordering_key,
        j.created_at, j.finished_at, j.concurrency_key, j.expires_at, j.progress, NULL::jsonb AS result,
-       j.depends_on, j.awaiting
+       j.depends_on,
+       -- A job with more than 16 dependencies counts, in its row, its parts not yet at 0
+       -- (jq_dependency_parts); what it still waits for is the sum of its parts.
+       CASE WHEN j.awaiting > 0 AND pg_catalog.cardinality(j.depends_on) > 16
+            THEN (SELECT pg_catalog.sum(p.awaiting)::int FROM jq_dependency_parts p WHERE p.job_id = j.id)
+            ELSE j.awaiting END AS awaiting
 FROM jq_live_jobs j
 JOIN jq_queue_ids q ON q.queue_id = j.queue_id
 UNION ALL

@@ -1,6 +1,14 @@
--- $1 the new jobs' ids (bigint[]), $2 what each depends on (bigint[])
--- One row per new job and dependency (sql/schema/tables.sql, jq_job_dependencies).
-INSERT INTO jq_job_dependencies (depends_on, job_id)
-SELECT d.depends_on, j.job_id
+-- $1 the new jobs' ids (bigint[]), $2 what each depends on (bigint[]), $3 for jobs with more than
+-- 16 dependencies, what each of their parts waits for (int[], part 0 first; empty otherwise)
+-- One row per new job and dependency (sql/schema/tables.sql, jq_job_dependencies), and one per new
+-- job and part (jq_dependency_parts).
+WITH linked AS (
+    INSERT INTO jq_job_dependencies (depends_on, job_id, parted)
+    SELECT d.depends_on, j.job_id, pg_catalog.cardinality($3::int[]) > 0
+    FROM pg_catalog.unnest($1::bigint[]) AS j(job_id)
+    CROSS JOIN pg_catalog.unnest($2::bigint[]) AS d(depends_on)
+)
+INSERT INTO jq_dependency_parts (job_id, part, awaiting)
+SELECT j.job_id, (c.n - 1)::int, c.awaiting
 FROM pg_catalog.unnest($1::bigint[]) AS j(job_id)
-CROSS JOIN pg_catalog.unnest($2::bigint[]) AS d(depends_on)
+CROSS JOIN pg_catalog.unnest($3::int[]) WITH ORDINALITY AS c(awaiting, n)

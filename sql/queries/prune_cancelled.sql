@@ -19,9 +19,12 @@ WITH picked AS (
       AND j.status OPERATOR(pg_catalog.=) 'cancelled'
     RETURNING j.id, j.depends_on
 ), unlinked AS (
-    -- Its rows of jq_job_dependencies go with it (guide, "Workflows").
+    -- Its rows of jq_job_dependencies and jq_dependency_parts go with it (guide, "Workflows").
     DELETE FROM jq_job_dependencies d USING pruned p
     WHERE d.depends_on = ANY (p.depends_on) AND d.job_id = p.id
+), unparted AS (
+    DELETE FROM jq_dependency_parts d
+    WHERE d.job_id = ANY (ARRAY(SELECT p.id FROM pruned p WHERE p.depends_on IS NOT NULL))
 ), events AS (
     DELETE FROM jq_job_events e WHERE e.job_id = ANY (ARRAY(SELECT id FROM pruned))
 )

@@ -237,6 +237,20 @@ CREATE TABLE jq_job_history_default PARTITION OF jq_job_history DEFAULT;
 CREATE INDEX jq_job_history_default_id ON jq_job_history_default (id);
 CREATE INDEX jq_job_history_default_queue ON jq_job_history_default (queue_id, finished_at);
 
+-- A large fan-in's count, in 16 parts (guide, "Workflows"). A job with more than 16 dependencies has
+-- one row per part here, from its enqueue until it leaves jq_live_jobs: the dependencies whose id is
+-- `part` modulo 16 that it still waits for. Its `awaiting` in jq_live_jobs then counts the parts
+-- that are not yet 0. A completion counts down the part of its id, and the job's row only when that
+-- part reaches 0: jobs completing side by side, which have neighbouring ids, update different rows
+-- instead of all waiting for the lock on the one row of the job they lead to, each until the one
+-- before it has committed.
+CREATE TABLE jq_dependency_parts (
+    job_id   bigint NOT NULL,
+    part     int NOT NULL,
+    awaiting int NOT NULL,
+    CONSTRAINT jq_dependency_parts_pkey PRIMARY KEY (job_id, part)
+);
+
 -- One row per job, with the columns jq_jobs always had, whichever table holds the job. A job moves between them
 -- only inside one statement, so every snapshot sees it exactly once.
 CREATE VIEW jq_jobs AS
@@ -244,7 +258,12 @@ SELECT j.id, q.queue_name, j.payload, j.status, j.priority, j.available_at, j.at
        j.max_attempts, j.lease_owner, j.lease_token, j.lease_expires_at, j.lease_length, j.claimed_at,
        j.run_deadline, j.last_error_code, j.last_error_message, j.dedup_key, j.ordering_key,
        j.created_at, j.finished_at, j.concurrency_key, j.expires_at, j.progress, NULL::jsonb AS result,
-       j.depends_on, j.awaiting
+       j.depends_on,
+       -- A job with more than 16 dependencies counts, in its row, its parts not yet at 0
+       -- (jq_dependency_parts); what it still waits for is the sum of its parts.
+       CASE WHEN j.awaiting > 0 AND pg_catalog.cardinality(j.depends_on) > 16
+            THEN (SELECT pg_catalog.sum(p.awaiting)::int FROM jq_dependency_parts p WHERE p.job_id = j.id)
+            ELSE j.awaiting END AS awaiting
 FROM jq_live_jobs j
 JOIN jq_queue_ids q ON q.queue_id = j.queue_id
 UNION ALL
@@ -264,6 +283,9 @@ JOIN jq_queue_ids q ON q.queue_id = h.queue_id;
 CREATE TABLE jq_job_dependencies (
     depends_on bigint NOT NULL,
     job_id     bigint NOT NULL,
+    -- Whether the job counts its dependencies in parts (jq_dependency_parts): what a completion
+    -- of the dependency counts down, read with the row that finds the job.
+    parted     boolean NOT NULL DEFAULT false,
     CONSTRAINT jq_job_dependencies_pkey PRIMARY KEY (depends_on, job_id)
 );
 
@@ -417,5 +439,6 @@ SELECT pg_catalog.pg_extension_config_dump('jq_job_history_default', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_jobs_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_job_events', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_job_dependencies', '');
+SELECT pg_catalog.pg_extension_config_dump('jq_dependency_parts', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_job_events_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_token_epochs', '');

@@ -32,6 +32,10 @@ const OF: &str = include_str!("../../sql/queries/job_queues_any.sql");
 const MARK: &str = include_str!("../../sql/queries/dependencies_mark.sql");
 const SUCCEEDED: &str = include_str!("../../sql/queries/dependencies_succeeded.sql");
 const LINK: &str = include_str!("../../sql/queries/dependencies_link.sql");
+const UNPART: &str = include_str!("../../sql/queries/dependencies_unpart.sql");
+const DEPENDENTS: &str = include_str!("../../sql/queries/dependencies_dependents.sql");
+const COUNT_PARTS: &str = include_str!("../../sql/queries/dependencies_count_parts.sql");
+const COUNT_PART: &str = include_str!("../../sql/queries/dependencies_count_part.sql");
 const RELEASE: &str = include_str!("../../sql/queries/dependencies_release.sql");
 const WAITING: &str = include_str!("../../sql/queries/dependencies_waiting.sql");
 const CANCEL: &str = include_str!("../../sql/queries/dependencies_cancel.sql");
@@ -60,10 +64,18 @@ pub(crate) fn check(depends_on: &[i64]) {
     }
 }
 
-/// What a job depending on `depends_on` waits for, now: the number that have not succeeded, and
-/// one that ended dead or cancelled (or no longer exists), by which it is cancelled at once.
+/// A job with more dependencies than this counts them in parts of its own (sql/schema/tables.sql,
+/// jq_dependency_parts): the dependencies whose id is the part's number modulo PARTS. The SQL of
+/// this module says 16 where it means this.
+const PARTS: usize = 16;
+
+/// What a job depending on `depends_on` waits for, now: the number that have not succeeded (for a
+/// job counted in parts, the number of its parts that wait for any), what each part waits for
+/// (empty for a job not counted in parts), and one that ended dead or cancelled (or no longer
+/// exists), by which it is cancelled at once.
 pub(crate) struct Waits {
     pub awaiting: i32,
+    parts: Vec<i32>,
     pub failed: Option<i64>,
 }
 
@@ -72,20 +84,27 @@ pub(crate) struct Waits {
 pub(crate) fn waits(db: &mut Session, depends_on: &[i64]) -> spi::Result<Waits> {
     let live = db.rows::<(i64, Status, String)>(MARK, &[depends_on.to_vec().into()])?;
     let mut awaiting = 0;
+    let mut parts = if parted(depends_on.len()) { vec![0; PARTS] } else { Vec::new() };
     let mut failed = None;
     for (id, status, _) in &live {
         if status.is("pending") || status.is("running") {
             awaiting += 1;
+            if let Some(part) = parts.get_mut(part_of(*id) as usize) {
+                *part += 1;
+            }
         } else {
             failed = failed.or(Some(*id));
         }
+    }
+    if !parts.is_empty() {
+        awaiting = parts.iter().filter(|n| **n > 0).count() as i32;
     }
     let gone: Vec<i64> = depends_on.iter().copied().filter(|id| !live.iter().any(|(l, _, _)| l == id)).collect();
     if !gone.is_empty() {
         let succeeded = db.rows::<(i64,)>(SUCCEEDED, &[gone.clone().into()])?;
         failed = failed.or_else(|| gone.iter().copied().find(|id| !succeeded.iter().any(|(s,)| s == id)));
     }
-    Ok(Waits { awaiting, failed })
+    Ok(Waits { awaiting, parts, failed })
 }
 
 /// After the insert of `job_ids`, each depending on `depends_on`: their rows in
@@ -97,29 +116,69 @@ pub(crate) fn link(
     waits: &Waits,
     now: TimestampWithTimeZone,
 ) -> spi::Result<()> {
-    db.rows::<()>(LINK, &[job_ids.to_vec().into(), depends_on.to_vec().into()])?;
+    db.rows::<()>(LINK, &[job_ids.to_vec().into(), depends_on.to_vec().into(), waits.parts.clone().into()])?;
     if let Some(cause) = waits.failed {
         cancel(db, job_ids.to_vec(), vec![cause; job_ids.len()], now)?;
     }
     Ok(())
 }
 
-/// Jobs succeeded (a completion): those waiting on `awaited` (those with dependents) wait for one
-/// fewer, and those that now wait for none are claimable once this commits; the rows of `waited`
-/// (those that had dependencies, on `on`) in jq_job_dependencies go, as they leave jq_live_jobs.
+/// Jobs succeeded (a completion): the rows of `waited` (those that had dependencies, on `on`; in
+/// `parted`, those that had more than PARTS) in jq_job_dependencies and jq_dependency_parts go, as
+/// they leave jq_live_jobs; the jobs waiting on `awaited` (those with dependents) wait for one
+/// fewer, and those that now wait for none are claimable once this commits.
+///
+/// In small statements, each run only when needed, rather than one that does it all: a completion
+/// in the middle of a workflow runs two, whose plans are cheap to start, where one statement with
+/// every case in it cost more to start than all of its work.
 pub(crate) fn succeeded(
     db: &mut Session,
     awaited: Vec<i64>,
     waited: Vec<i64>,
     on: Vec<i64>,
+    parted: Vec<i64>,
     now: TimestampWithTimeZone,
 ) -> spi::Result<()> {
+    if !parted.is_empty() {
+        db.rows::<()>(UNPART, &[parted.into()])?;
+    }
+    // Per waiting job, what it counts down: dependencies, or parts that reach 0.
+    let mut done: BTreeMap<i64, i32> = BTreeMap::new();
+    let mut parts: BTreeMap<(i64, i32), i32> = BTreeMap::new();
+    for (job_id, depends_on, parted) in
+        db.rows::<(i64, i64, bool)>(DEPENDENTS, &[awaited.into(), waited.into(), on.into()])?
+    {
+        if parted {
+            *parts.entry((job_id, part_of(depends_on))).or_default() += 1;
+        } else {
+            *done.entry(job_id).or_default() += 1;
+        }
+    }
+    let emptied = match parts.len() {
+        0 => Vec::new(),
+        1 => {
+            let ((job_id, part), count) = parts.pop_first().expect("one part");
+            db.rows::<(i64, bool)>(COUNT_PART, &[job_id.into(), part.into(), count.into()])?
+        }
+        _ => {
+            let (keys, counts): (Vec<(i64, i32)>, Vec<i32>) = parts.into_iter().unzip();
+            let (jobs, parts): (Vec<i64>, Vec<i32>) = keys.into_iter().unzip();
+            db.rows::<(i64, bool)>(COUNT_PARTS, &[jobs.into(), parts.into(), counts.into()])?
+        }
+    };
+    for (job_id, _) in emptied.into_iter().filter(|(_, emptied)| *emptied) {
+        *done.entry(job_id).or_default() += 1;
+    }
+    if done.is_empty() {
+        return Ok(());
+    }
+    let (jobs, counts): (Vec<i64>, Vec<i32>) = done.into_iter().unzip();
     type Released = (i64, String, bool, i32, TimestampWithTimeZone, bool, bool);
     // Per queue: the first of the jobs released in claim order, whether one of them has an
     // ordering key, and whether one has a concurrency key.
     let mut queues: BTreeMap<String, (Option<Key>, bool, bool)> = BTreeMap::new();
     for (id, queue_name, released, priority, available_at, ordered, keyed) in
-        db.rows::<Released>(RELEASE, &[awaited.into(), now.into(), waited.into(), on.into()])?
+        db.rows::<Released>(RELEASE, &[jobs.into(), counts.into(), now.into()])?
     {
         if released {
             let queue = queues.entry(queue_name).or_default();
@@ -136,6 +195,16 @@ pub(crate) fn succeeded(
         made_claimable(&queue_name, first, ordered, keyed)?;
     }
     Ok(())
+}
+
+/// The part of a job counted in parts that a dependency's id falls in.
+fn part_of(depends_on: i64) -> i32 {
+    depends_on.rem_euclid(PARTS as i64) as i32
+}
+
+/// Whether a job depending on this many jobs counts them in parts.
+pub(crate) fn parted(dependencies: usize) -> bool {
+    dependencies > PARTS
 }
 
 /// Jobs of the queue became claimable (`first`, the first of those without a concurrency key in
@@ -190,7 +259,7 @@ pub(crate) fn redriven(
     now: TimestampWithTimeZone,
 ) -> spi::Result<()> {
     let waits = waits(db, depends_on)?;
-    db.rows::<(i64,)>(AWAIT, &[job_id.into(), waits.awaiting.into()])?;
+    db.rows::<(i64,)>(AWAIT, &[job_id.into(), waits.awaiting.into(), waits.parts.clone().into()])?;
     if let Some(cause) = waits.failed {
         cancel(db, vec![job_id], vec![cause], now)?;
     }
@@ -403,6 +472,92 @@ mod tests {
             one::<i64>(&format!("SELECT count(*) FROM jq_parent_results({merge}) WHERE status = 'succeeded'")),
             10000
         );
+    }
+
+    fn enqueue_many(queue: &str, n: usize, max_attempts: i32) -> Vec<i64> {
+        (0..n)
+            .map(|_| one::<i64>(&format!("SELECT jq_enqueue('{queue}', '{{}}', max_attempts => {max_attempts})")))
+            .collect()
+    }
+
+    /// The job's row count (its parts not yet at 0) and each part's, part 0 first.
+    fn parts(id: i64) -> (i32, String) {
+        (
+            one::<i32>(&format!("SELECT awaiting FROM jq_live_jobs WHERE id = {id}")),
+            one::<String>(&format!(
+                "SELECT coalesce(string_agg(awaiting::text, ',' ORDER BY part), '') FROM jq_dependency_parts WHERE job_id = {id}"
+            )),
+        )
+    }
+
+    #[pg_test]
+    fn a_fan_in_of_more_than_sixteen_counts_in_parts() {
+        let parents = enqueue_many("in", 40, 5);
+        let merge = enqueue_after("merge", &parents);
+        // Of 40 consecutive ids, 8 parts hold 3 and 8 hold 2; part 0 holds the ids divisible by 16.
+        let expected: Vec<String> =
+            (0..16i64).map(|p| parents.iter().filter(|id| *id % 16 == p).count().to_string()).collect();
+        assert_eq!(parts(merge), (16, expected.join(",")));
+        assert_eq!(awaiting(merge), 40, "jq_jobs shows the dependencies it waits for");
+        for (done, parent) in parents.iter().enumerate() {
+            assert_eq!(claim("merge", "w", "30 s"), None, "held after {done} of 40");
+            run_job("in", *parent);
+            assert_eq!(awaiting(merge), 39 - done as i32);
+        }
+        assert_eq!(parts(merge), (0, vec!["0"; 16].join(",")));
+        run_job("merge", merge);
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_dependency_parts"), 0, "its parts went with it");
+    }
+
+    #[pg_test]
+    fn a_fan_in_counted_in_parts_is_counted_again_when_redriven() {
+        let parents = enqueue_many("rp", 20, 1);
+        let merge = enqueue_after("rm", &parents);
+        for parent in &parents[..5] {
+            run_job("rp", *parent);
+        }
+        let (id, token) = claim("rp", "w", "30 s").unwrap();
+        assert_eq!(id, parents[5]);
+        assert!(fail(id, "w", token));
+        assert_eq!((status(merge), awaiting(merge)), ("cancelled".into(), 0));
+        // Completions after the cancel count down parts of a job that waits for nothing.
+        for parent in &parents[6..8] {
+            run_job("rp", *parent);
+        }
+        assert!(one::<bool>(&format!("SELECT jq_retry({})", parents[5])));
+        assert!(one::<bool>(&format!("SELECT jq_retry({merge})")));
+        assert_eq!((status(merge), awaiting(merge)), ("pending".into(), 13));
+        let expected: Vec<String> = (0..16i64)
+            .map(|p| parents[5..].iter().filter(|id| **id % 16 == p && !parents[6..8].contains(id)).count().to_string())
+            .collect();
+        assert_eq!(parts(merge), (expected.iter().filter(|n| *n != "0").count() as i32, expected.join(",")));
+        for _ in 0..13 {
+            let (id, token) = claim("rp", "w", "30 s").unwrap();
+            assert_eq!(claim("rm", "w", "30 s"), None);
+            assert!(complete(id, "w", token));
+        }
+        run_job("rm", merge);
+    }
+
+    #[pg_test]
+    fn a_pruned_or_purged_fan_in_takes_its_parts() {
+        let parents = enqueue_many("pp", 17, 1);
+        let cancelled = enqueue_after("pc", &parents);
+        let dead = enqueue_after("pd", &parents);
+        run(&format!("UPDATE jq_live_jobs SET max_attempts = 1 WHERE id = {dead}"));
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_dependency_parts"), 32);
+        assert!(one::<bool>(&format!("SELECT jq_cancel({cancelled})")));
+        run("UPDATE jq_live_jobs SET finished_at = clock_timestamp() - interval '30 days' WHERE status = 'cancelled'");
+        run("SELECT jq_prune()");
+        assert_eq!(one::<i64>(&format!("SELECT count(*) FROM jq_dependency_parts WHERE job_id = {cancelled}")), 0);
+        for parent in &parents {
+            run_job("pp", *parent);
+        }
+        let (id, token) = claim("pd", "w", "30 s").unwrap();
+        assert_eq!(id, dead);
+        assert!(fail(id, "w", token));
+        assert_eq!(one::<i32>("SELECT jq_purge_dead('pd')"), 1);
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_dependency_parts"), 0);
     }
 
     #[pg_test]

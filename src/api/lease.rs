@@ -149,10 +149,12 @@ fn after_success(
     if awaited.is_empty() && waited.is_empty() {
         return Ok(());
     }
+    let parted: Vec<i64> =
+        waited.iter().zip(&on).filter(|(_, on)| dependencies::parted(on.len())).map(|(id, _)| *id).collect();
     let mut on: Vec<i64> = on.into_iter().flatten().collect();
     on.sort_unstable();
     on.dedup();
-    dependencies::succeeded(db, awaited, waited, on, now)
+    dependencies::succeeded(db, awaited, waited, on, parted, now)
 }
 
 /// Counts a completion; one of a job with a concurrency key also frees a slot of its key, which

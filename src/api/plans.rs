@@ -279,9 +279,33 @@ mod tests {
             (include_str!("../../sql/queries/dependencies_mark.sql"), "bigint[]", "ARRAY[1]", "jq_live_jobs_pkey"),
             (
                 include_str!("../../sql/queries/dependencies_release.sql"),
-                "bigint[], timestamptz, bigint[], bigint[]",
-                "ARRAY[1], now(), ARRAY[3], ARRAY[2]",
+                "bigint[], int[], timestamptz",
+                "ARRAY[1], ARRAY[1], now()",
+                "jq_live_jobs_pkey",
+            ),
+            (
+                include_str!("../../sql/queries/dependencies_unpart.sql"),
+                "bigint[]",
+                "ARRAY[3]",
+                "jq_dependency_parts_pkey",
+            ),
+            (
+                include_str!("../../sql/queries/dependencies_dependents.sql"),
+                "bigint[], bigint[], bigint[]",
+                "ARRAY[1], ARRAY[3], ARRAY[2]",
                 "jq_job_dependencies_pkey",
+            ),
+            (
+                include_str!("../../sql/queries/dependencies_count_part.sql"),
+                "bigint, int, int",
+                "1, 1, 1",
+                "jq_dependency_parts_pkey",
+            ),
+            (
+                include_str!("../../sql/queries/dependencies_count_parts.sql"),
+                "bigint[], int[], int[]",
+                "ARRAY[1], ARRAY[1], ARRAY[1]",
+                "jq_dependency_parts_pkey",
             ),
             (
                 include_str!("../../sql/queries/dependencies_waiting.sql"),

@@ -814,7 +814,40 @@ fn workflows(cluster: &Cluster, db: &str, owner: &mut Caller, errors: &mut Vec<S
     if ended != ["succeeded -", failed, failed, failed, failed] {
         errors.push(format!("{db}: the jobs of a workflow ended {ended:?}"));
     }
+    large_fan_in(owner, errors);
     Some(merged)
+}
+
+/// A fan-in of 17, which the job counts in parts (dependencies_link with parts): one dependency
+/// completes alone (dependencies_count_part), the others in a batch (dependencies_count_parts, and
+/// dependencies_release as parts reach 0), then the job itself (dependencies_unpart).
+fn large_fan_in(owner: &mut Caller, errors: &mut Vec<String>) -> Option<()> {
+    let wide: Vec<i64> = owner
+        .rows(errors, "SELECT * FROM jq_enqueue_batch('flow.wide', array_fill('{}'::jsonb, ARRAY[17]))")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let merge = owner
+        .one_id(errors, &format!("SELECT jq_enqueue('flow.merge', '{{}}', depends_on => ARRAY{wide:?}::bigint[])"))?;
+    let leases = owner.leases(errors, "SELECT id, lease_token FROM jq_claim('flow.wide', 'w', batch_size => 20)");
+    let Some(((first, first_token), rest)) = leases.split_first() else {
+        errors.push(format!("{}: no job of the fan-in was claimed", owner.label));
+        return None;
+    };
+    owner.rows(errors, &format!("SELECT jq_complete({first}, 'w', {first_token})"));
+    let (ids, tokens): (Vec<i64>, Vec<i64>) = rest.iter().copied().unzip();
+    owner.rows(
+        errors,
+        &format!("SELECT * FROM jq_complete_batch(ARRAY{ids:?}::bigint[], 'w', ARRAY{tokens:?}::bigint[])"),
+    );
+    let taken = owner.leases(errors, "SELECT id, lease_token FROM jq_claim('flow.merge', 'w')");
+    if taken.iter().map(|(id, _)| *id).collect::<Vec<_>>() != [merge] {
+        errors.push(format!("{}: the fan-in's job {merge} was not released alone: {taken:?}", owner.label));
+    }
+    for (id, token) in taken {
+        owner.rows(errors, &format!("SELECT jq_complete({id}, 'w', {token})"));
+    }
+    Some(())
 }
 
 /// A succeeded job moved into a day of history long past, and a pending job that depends on it
