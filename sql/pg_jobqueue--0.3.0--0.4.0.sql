@@ -207,12 +207,20 @@ SET search_path TO pg_catalog, @extschema@, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'jq_parent_results_wrapper';
 
+CREATE  FUNCTION "jq_purge"(
+	"job_id" bigint /* Option < i64 > */
+) RETURNS bool /* spi :: Result < bool > */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, @extschema@, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'jq_purge_wrapper';
+
 REVOKE ALL ON FUNCTION jq_enqueue(text, jsonb, int, timestamptz, int, text, text, text, timestamptz, bigint[]),
     jq_enqueue_batch(text, jsonb[], int, timestamptz, int, text, timestamptz, bigint[]),
-    jq_parent_results(bigint) FROM PUBLIC;
+    jq_parent_results(bigint), jq_purge(bigint) FROM PUBLIC;
 
--- Which functions each privilege calls: jq_parent_results for every right. Then every role with a
--- right gets EXECUTE on the new functions as jq_grant would give it.
+-- Which functions each privilege calls: jq_parent_results for every right, jq_purge for manage.
+-- Then every role with a right gets EXECUTE on the new functions as jq_grant would give it.
 CREATE OR REPLACE FUNCTION jq_privilege_functions() RETURNS TABLE (privilege text, function_name name)
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, @extschema@, pg_temp
@@ -225,7 +233,8 @@ AS $$
            ('enqueue', 'jq_result'), ('enqueue', 'jq_await'), ('consume', 'jq_result'), ('consume', 'jq_await'),
            ('manage', 'jq_result'), ('manage', 'jq_await'),
            ('manage', 'jq_retry'), ('manage', 'jq_cancel'), ('manage', 'jq_retry_dead'),
-           ('manage', 'jq_purge_dead'), ('manage', 'jq_configure'), ('manage', 'jq_configure_key'),
+           ('manage', 'jq_purge_dead'), ('manage', 'jq_purge'), ('manage', 'jq_configure'),
+           ('manage', 'jq_configure_key'),
            ('manage', 'jq_schedule'), ('manage', 'jq_unschedule'), ('manage', 'jq_pause_schedule'),
            ('manage', 'jq_resume_schedule'), ('any', 'jq_cron_next'),
            ('any', 'jq_can_see'), ('any', 'jq_has_right'), ('any', 'jq_queue_counters'),

@@ -238,6 +238,7 @@ mod tests {
         let redrive = [
             (include_str!("../../sql/queries/retry.sql"), "bigint, timestamptz", "1, now()"),
             (include_str!("../../sql/queries/cancel.sql"), "bigint, timestamptz", "1, now()"),
+            (include_str!("../../sql/queries/purge_job.sql"), "bigint", "1"),
         ];
         for (sql, types, args) in redrive {
             let plan = generic_plan(sql, types, args);

@@ -1,5 +1,5 @@
-//! Operator actions that bring jobs back or take them away: jq_retry and jq_cancel on one job,
-//! jq_retry_dead and jq_purge_dead on a queue's dead jobs, bounded by `max_jobs` so that a large
+//! Operator actions that bring jobs back or take them away: jq_retry, jq_cancel and jq_purge on one
+//! job, jq_retry_dead and jq_purge_dead on a queue's dead jobs, bounded by `max_jobs` so that a large
 //! backlog is worked off in short transactions. The caller needs `manage` on the queue; for one job
 //! it is checked before the job is read, locked or written, and a job of a queue the caller may not
 //! manage is answered as one that does not exist (see `rights::usable_jobs`).
@@ -19,6 +19,7 @@ pub(crate) const DEDUP_KEY: &str = include_str!("../../sql/queries/retry_dedup_k
 const CANCEL: &str = include_str!("../../sql/queries/cancel.sql");
 const RETRY_DEAD: &str = include_str!("../../sql/queries/retry_dead.sql");
 const PURGE_DEAD: &str = include_str!("../../sql/queries/purge_dead.sql");
+const PURGE_JOB: &str = include_str!("../../sql/queries/purge_job.sql");
 
 /// A dead or cancelled job becomes pending now: same id, history kept, a fresh attempt budget.
 #[pg_extern(volatile, parallel_unsafe)]
@@ -82,6 +83,18 @@ fn jq_cancel(job_id: Option<i64>) -> spi::Result<bool> {
             Ok(true)
         })
     })
+}
+
+/// A dead or cancelled job is deleted with its events, as `jq_purge_dead` deletes many. A dead job
+/// that others depend on may go too: they were cancelled when it died.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn jq_purge(job_id: Option<i64>) -> spi::Result<bool> {
+    let job_id = input::job_id(job_id);
+    if !manageable(job_id) {
+        return Ok(false);
+    }
+    rights::as_owner(|| db::connect(|db| Ok(db.first::<i64>(PURGE_JOB, &[job_id.into()])?.is_some())))
 }
 
 /// Whether the caller may manage the job's queue: false for a job of a queue it may not manage,
@@ -220,5 +233,65 @@ mod tests {
         assert_eq!(one::<i64>(&format!("SELECT count(*) FROM jq_jobs WHERE id = ANY(ARRAY{timeouts:?})")), 0);
         assert_eq!(one::<i64>(&format!("SELECT count(*) FROM jq_job_events WHERE job_id = ANY(ARRAY{timeouts:?})")), 0);
         assert_eq!(one::<i64>("SELECT count(*) FROM jq_jobs WHERE status = 'dead'"), 1);
+    }
+
+    #[pg_test]
+    fn purge_deletes_one_dead_or_cancelled_job_and_its_history() {
+        let events = |id: i64| one::<i64>(&format!("SELECT count(*) FROM jq_job_events WHERE job_id = {id}"));
+        let exists = |id: i64| one::<bool>(&format!("SELECT EXISTS (SELECT FROM jq_jobs WHERE id = {id})"));
+        let dead = make_dead("p", 2, "E");
+        assert!(events(dead[1]) > 0);
+        assert!(one::<bool>(&format!("SELECT jq_purge({})", dead[1])), "not the longest-dead: purged all the same");
+        assert!(!exists(dead[1]));
+        assert_eq!(events(dead[1]), 0, "its events go with it");
+        assert_eq!(status(dead[0]), "dead", "the other dead job stays");
+        assert!(!one::<bool>(&format!("SELECT jq_purge({})", dead[1])), "already gone");
+
+        let cancelled = enqueue("p");
+        assert!(one::<bool>(&format!("SELECT jq_cancel({cancelled})")));
+        assert!(one::<bool>(&format!("SELECT jq_purge({cancelled})")));
+        assert!(!exists(cancelled));
+        assert_eq!(events(cancelled), 0);
+
+        let running = enqueue("p");
+        let (id, token) = claim("p", "w", "30 s").unwrap();
+        assert_eq!(id, running);
+        let succeeded = enqueue("s");
+        let (id, done) = claim("s", "w", "30 s").unwrap();
+        assert!(complete(id, "w", done));
+        let pending = enqueue("p");
+        for (id, state) in [(pending, "pending"), (running, "running"), (succeeded, "succeeded")] {
+            assert!(!one::<bool>(&format!("SELECT jq_purge({id})")), "{state}");
+            assert_eq!(status(id), state);
+        }
+        assert!(heartbeat(running, "w", token), "the running job keeps its lease");
+        assert!(!one::<bool>("SELECT jq_purge(-1)"), "an unknown id");
+    }
+
+    #[pg_test]
+    fn purge_takes_a_jobs_rows_of_its_dependencies() {
+        let links = |id: i64| one::<i64>(&format!("SELECT count(*) FROM jq_job_dependencies WHERE job_id = {id}"));
+        let parent = enqueue("wf");
+        let other = enqueue("wf");
+        let child = one::<i64>(&format!("SELECT jq_enqueue('wf', '{{}}', depends_on => ARRAY[{parent}, {other}])"));
+        assert!(one::<bool>(&format!("SELECT jq_cancel({child})")));
+        assert_eq!(links(child), 2);
+        assert!(one::<bool>(&format!("SELECT jq_purge({child})")));
+        assert_eq!(links(child), 0);
+        assert_eq!(status(parent), "pending", "what it depended on stays");
+
+        // A dead job that others depend on: they were cancelled when it died, and it may go.
+        let dependent = one::<i64>(&format!("SELECT jq_enqueue('wf2', '{{}}', depends_on => ARRAY[{parent}])"));
+        run(&format!("UPDATE jq_live_jobs SET max_attempts = 1 WHERE id = {parent}"));
+        let (id, token) = claim("wf", "w", "30 s").unwrap();
+        assert_eq!(id, parent);
+        assert!(fail(id, "w", token));
+        assert_eq!(status(dependent), "cancelled");
+        assert!(one::<bool>(&format!("SELECT jq_purge({parent})")));
+        assert!(one::<bool>(&format!("SELECT jq_purge({dependent})")));
+        assert_eq!(
+            one::<i64>(&format!("SELECT count(*) FROM jq_job_dependencies WHERE {parent} IN (job_id, depends_on)")),
+            0
+        );
     }
 }

@@ -219,6 +219,7 @@ fn functions(job: i64, token: i64) -> Vec<(&'static str, Vec<Argument>)> {
         ),
         ("jq_retry", vec![("job_id", "0".into(), BIGINT)]),
         ("jq_cancel", vec![("job_id", "0".into(), BIGINT)]),
+        ("jq_purge", vec![("job_id", "0".into(), BIGINT)]),
         (
             "jq_retry_dead",
             vec![("queue_name", q(), TEXT), ("error_code", "NULL".into(), TEXT), ("max_jobs", "1".into(), INT)],

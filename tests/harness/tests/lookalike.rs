@@ -523,17 +523,24 @@ fn exercise(cluster: &Cluster, db: &str, errors: &mut Vec<String>) {
     } else {
         errors.push(format!("{}: the claim of four jobs of mail returned {jobs:?}", owner.label));
     }
-    // A retryable failure, then two dead jobs: one re-driven, one purged.
-    for (error_code, retryable) in [("FLAKY", true), ("BROKEN", false), ("GONE", false)] {
+    // A retryable failure, then three dead jobs: one re-driven, two purged (one by its id).
+    let mut lost = Vec::new();
+    for (error_code, retryable) in [("FLAKY", true), ("BROKEN", false), ("GONE", false), ("LOST", false)] {
         for (id, token) in owner.leases(errors, "SELECT id, lease_token FROM jq_claim('mail', 'w1')") {
             owner.rows(
                 errors,
                 &format!("SELECT jq_fail({id}, 'w1', {token}, '{error_code}', retryable => {retryable}, retry_in => interval '1 second')"),
             );
+            if error_code == "LOST" {
+                lost.push(id);
+            }
         }
     }
     owner.rows(errors, "SELECT jq_retry_dead('mail', 'BROKEN')");
     owner.rows(errors, "SELECT jq_purge_dead('mail', 'GONE', 10)");
+    for id in lost {
+        owner.rows(errors, &format!("SELECT jq_purge({id})"));
+    }
     owner.rows(errors, "SELECT jq_retry_dead('mail')");
     owner.rows(errors, "SELECT jq_purge_dead('mail')");
 

@@ -195,7 +195,7 @@ fn every_function_and_view_checks_the_callers_right_on_the_queue() {
         jobs.insert(q, (running.get::<_, i64>(0), running.get::<_, i64>(1), dead.get::<_, i64>(0), pending));
     }
     // (call, the privilege it needs on the queue; "owner": only the owner; "see": any right, or pg_monitor)
-    let calls: [(&str, &str); 22] = [
+    let calls: [(&str, &str); 23] = [
         ("SELECT jq_enqueue('{q}', '{{}}')", "enqueue"),
         ("SELECT jq_enqueue_batch('{q}', ARRAY['{{}}'::jsonb])", "enqueue"),
         ("SELECT * FROM jq_claim('{q}', 'w2')", "consume"),
@@ -207,6 +207,7 @@ fn every_function_and_view_checks_the_callers_right_on_the_queue() {
         ("SELECT 1/jq_fail({running}, 'w', {token}, 'E')::int", "consume"),
         ("SELECT 1/jq_retry({dead})::int", "manage"),
         ("SELECT 1/jq_cancel({pending})::int", "manage"),
+        ("SELECT 1/jq_purge({dead})::int", "manage"),
         ("SELECT jq_retry_dead('{q}')", "manage"),
         ("SELECT jq_purge_dead('{q}')", "manage"),
         ("SELECT jq_configure('{q}', '{{\"paused\": true}}')", "manage"),
@@ -317,6 +318,7 @@ fn refused_calls_touch_nothing_of_another_queue() {
         ("r_manage", format!("SELECT jq_cancel({pending})")),
         ("r_manage", format!("SELECT jq_cancel({running})")),
         ("r_manage", format!("SELECT jq_retry({dead_id})")),
+        ("r_manage", format!("SELECT jq_purge({dead_id})")),
         ("r_manage", "SELECT jq_unschedule('b-new-year')".to_owned()),
         ("r_manage", "SELECT jq_pause_schedule('b-new-year')".to_owned()),
     ];

@@ -1,7 +1,8 @@
--- The operator's and the maintenance calls: jq_retry, jq_cancel, jq_retry_dead, jq_purge_dead,
--- jq_reap and jq_prune. Every bad argument their README sections name is refused with its SQLSTATE
--- and a message naming the argument, and changes no job; a re-drive that would take a dedup key a
--- newer job holds fails with 23505; a job in the wrong state, or an unknown id, is answered false.
+-- The operator's and the maintenance calls: jq_retry, jq_cancel, jq_purge, jq_retry_dead,
+-- jq_purge_dead, jq_reap and jq_prune. Every bad argument their README sections name is refused
+-- with its SQLSTATE and a message naming the argument, and changes no job; a re-drive that would
+-- take a dedup key a newer job holds fails with 23505; a job in the wrong state, or an unknown id,
+-- is answered false.
 \set SHOW_CONTEXT never
 -- Start from empty tables and job ids from 1, whatever the files before this one left.
 TRUNCATE jq_job_events, jq_live_jobs, jq_job_history, jq_queues;
@@ -22,10 +23,12 @@ SELECT jq_enqueue('q', '{}');
 SELECT string_agg(j::text, ' | ' ORDER BY id) AS jobs_before FROM jq_jobs j \gset
 SELECT id, status, dedup_key FROM jq_jobs ORDER BY id;
 
--- jq_retry and jq_cancel, "Errors": 22004 for a NULL job_id.
+-- jq_retry, jq_cancel and jq_purge, "Errors": 22004 for a NULL job_id.
 SELECT jq_retry(NULL);
 \echo :SQLSTATE
 SELECT jq_cancel(NULL);
+\echo :SQLSTATE
+SELECT jq_purge(NULL);
 \echo :SQLSTATE
 
 -- jq_retry: a job whose dedup_key a newer live job has meanwhile taken cannot be re-driven: 23505,
@@ -70,10 +73,12 @@ SELECT string_agg(j::text, ' | ' ORDER BY id) = :'jobs_before' AS unchanged FROM
 SELECT job_id, event, status, error_code FROM jq_job_events ORDER BY id;
 
 -- A job in another state, or an unknown id, is not an error: false, and nothing changes. jq_retry
--- takes only dead or cancelled jobs; jq_cancel only pending or running ones.
+-- and jq_purge take only dead or cancelled jobs; jq_cancel only pending or running ones.
 SELECT jq_retry(2) AS retry_running, jq_retry(3) AS retry_succeeded, jq_retry(4) AS retry_pending,
        jq_retry(999999) AS retry_unknown;
 SELECT jq_cancel(1) AS cancel_dead, jq_cancel(3) AS cancel_succeeded, jq_cancel(999999) AS cancel_unknown;
+SELECT jq_purge(2) AS purge_running, jq_purge(3) AS purge_succeeded, jq_purge(4) AS purge_pending,
+       jq_purge(999999) AS purge_unknown;
 SELECT string_agg(j::text, ' | ' ORDER BY id) = :'jobs_before' AS unchanged FROM jq_jobs j;
 -- A cancelled job cannot be cancelled again, and jq_retry re-drives it.
 SELECT jq_cancel(4) AS cancelled;
