@@ -5,7 +5,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 PG ?= 15
 export PG
 
-.PHONY: all setup setup-build build install install-release lint test test-unit test-regress test-pgsuite test-isolation test-integration test-cluster test-package test-readme test-docs docs package demo soak bench bench-quick bench-cluster bench-claim bench-profile bench-reap bench-schema bench-upgrade clean
+.PHONY: all setup setup-build build install install-release lint test test-unit test-regress test-pgsuite test-isolation test-integration test-browser test-cluster test-package test-readme test-docs docs package demo soak bench bench-quick bench-cluster bench-claim bench-profile bench-reap bench-schema bench-upgrade bench-dashboard clean
 
 all: build
 
@@ -65,6 +65,12 @@ test-isolation: setup install
 
 test-integration: setup install
 	@scripts/test.sh integration
+
+# jq-dashboard's pages in headless Chromium through chromedriver: what each shows against the
+# database, its buttons, and what a monitor-only role and a forged POST cannot do; screenshots in
+# target/screenshots.
+test-browser: setup install
+	@scripts/test.sh browser
 
 # The integration tests with several servers (part of test-integration): failover to a promoted
 # standby, and queues over three servers behind a PL/Proxy router.
@@ -133,6 +139,12 @@ bench-reap: setup install
 JOBS ?= 1000000
 bench-upgrade: setup install
 	@/usr/bin/python3 bench/upgrade_cost.py --jobs $(JOBS)
+
+# What jq-dashboard's overview, a queue's page and /dead cost with 1,000 queues and 1,000,000 jobs
+# (the median of several GETs), and EXPLAIN of each of its statements (bench/dashboard.py).
+bench-dashboard: setup install-release
+	@cargo build --release -p jq-dashboard
+	@/usr/bin/python3 bench/dashboard.py
 
 demo: setup install
 	@scripts/demo.sh

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make demo: a throwaway server with pg_jobqueue preloaded, a few thousand jobs, four jq-worker
 # processes, one of them killed while it holds a job. The killed worker's lease expires, the
-# background reaper returns the job, and another worker finishes it. Stops its server when done.
+# background reaper returns the job, and another worker finishes it. jq-dashboard serves the queue
+# beside it on 127.0.0.1 (DEMO_DASHBOARD_PORT, 55480 unless set); DEMO_LINGER=SECONDS keeps the
+# server and the dashboard up that long after the end. Stops its server when done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/pgversion.sh   # the server version's psql and pgbench first
@@ -15,6 +17,8 @@ export PGHOST=127.0.0.1 PGPORT=$PORT PGUSER=postgres PGDATABASE=postgres
 PSQL=(psql -X -q -v ON_ERROR_STOP=1 -At)
 DSN="host=$PGHOST port=$PORT user=postgres dbname=postgres"
 WORKER_BIN=${CARGO_TARGET_DIR:-target}/debug/jq-worker
+DASHBOARD_BIN=${CARGO_TARGET_DIR:-target}/debug/jq-dashboard
+DASHBOARD_PORT=${DEMO_DASHBOARD_PORT:-55480}
 pids=()
 
 cleanup() {
@@ -26,7 +30,7 @@ trap cleanup EXIT
 
 say() { printf '%s  %s\n' "$(date +%H:%M:%S)" "$*"; }
 
-cargo build -q -p jq-worker
+cargo build -q -p jq-worker -p jq-dashboard
 scripts/pg.sh stop "$DIR"
 scripts/pg.sh start "$DIR" "$PORT" "shared_preload_libraries = 'pg_jobqueue'"
 say "server up on port $PORT (pg_jobqueue preloaded)"
@@ -34,6 +38,16 @@ say "server up on port $PORT (pg_jobqueue preloaded)"
 # Queue settings: a short lease, so the killed worker's job comes back within seconds.
 "${PSQL[@]}" -c "INSERT INTO jq_queues (queue_name, default_lease, backoff_base) VALUES ('demo', '3 seconds', '100 ms')"
 say "queue 'demo': default lease 3 s, backoff from 100 ms"
+
+# The dashboard, as the superuser of this throwaway server (a real one connects as a role with
+# monitor or manage rights: guide, "Dashboard"). Its first line says where it listens.
+"$DASHBOARD_BIN" --listen "127.0.0.1:$DASHBOARD_PORT" --dsn "$DSN" >"$DIR/dashboard.log" 2>&1 &
+pids+=($!)
+until grep -q 'listening on' "$DIR/dashboard.log" 2>/dev/null; do
+  kill -0 "${pids[-1]}" 2>/dev/null || { cat "$DIR/dashboard.log"; exit 1; }
+  sleep 0.1
+done
+say "dashboard: $(sed -n 's/^jq-dashboard listening on //p' "$DIR/dashboard.log") (open it in a browser while the queue drains)"
 
 # In batches of pg_jobqueue.max_batch_size (1000) at most.
 "${PSQL[@]}" -c "SELECT count(*) FROM generate_series(0, $JOBS - 1, 1000) c,
@@ -54,7 +68,8 @@ for w in $(seq 1 $WORKERS); do
     2>"$DIR/worker-$w.log" &
   pids+=($!)
 done
-disown "${pids[0]}"   # it is killed below; spare the shell's "Killed" notice
+victim_pid=${pids[1]}
+disown "$victim_pid"   # it is killed below; spare the shell's "Killed" notice
 say "started $WORKERS jq-worker processes; worker-1 hangs on its first job"
 
 # Kill worker-1 while it holds that job. Its connection closes with it, and its command (sleep 60)
@@ -66,7 +81,7 @@ while [ -z "$victim" ]; do
   [ -n "$victim" ] || sleep 0.05
 done
 read -r victim_job victim_token <<<"$victim"
-kill -9 "${pids[0]}" 2>/dev/null || true
+kill -9 "$victim_pid" 2>/dev/null || true
 say "killed worker-1 (SIGKILL) while it held job $victim_job (lease token $victim_token)"
 
 # Nobody calls jq_reap(): the background reaper (preloaded, one pass a second) recovers the job.
@@ -79,7 +94,7 @@ while :; do
   say "pending $pending  scheduled $scheduled  running $running (expiring <10s: $expiring)  dead $dead  succeeded $succeeded"
   [ "$((pending + scheduled + running))" -eq 0 ] && break
 done
-for pid in "${pids[@]:1}"; do wait "$pid"; done
+for pid in "${pids[@]:2}"; do wait "$pid"; done
 
 echo
 say "the killed worker's job, from jq_jobs and its history in jq_job_events:"
@@ -98,6 +113,10 @@ done_ok=$("${PSQL[@]}" -c "SELECT count(*) = $JOBS FROM jq_jobs WHERE status = '
 victim_ok=$("${PSQL[@]}" -c "SELECT status = 'succeeded' AND attempt_count >= 2 FROM jq_jobs WHERE id = $victim_job")
 if [ "$done_ok" = t ] && [ "$victim_ok" = t ]; then
   say "demo finished: all $JOBS jobs succeeded, job $victim_job recovered from the killed worker"
+  if [ "${DEMO_LINGER:-0}" -gt 0 ]; then
+    say "the dashboard stays at http://127.0.0.1:$DASHBOARD_PORT for $DEMO_LINGER s"
+    sleep "$DEMO_LINGER"
+  fi
 else
   say "demo FAILED: not every job succeeded"; exit 1
 fi

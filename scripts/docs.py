@@ -108,7 +108,8 @@ def language():
 # quoted heading perhaps wrapped over comment lines.
 CITATION = re.compile(r'(?<![/\w])(?:the )?(guide|README)(?:\.md)?(?:,? \(?| says so \()"([A-Za-z][^"]*)"')
 CITED = ["src", "sql/schema", "sql/queries", "sql/pg_jobqueue--0.2.0--0.3.0.sql", "tests", "scripts",
-         "bench", "worker/src", "worker/tests", "examples", "monitoring", "Makefile", "DEVELOPMENT.md",
+         "bench", "worker/src", "worker/tests", "dashboard/src", "dashboard/sql", "dashboard/tests", "examples",
+         "monitoring", "Makefile", "DEVELOPMENT.md",
          "CHANGELOG.md"]
 
 

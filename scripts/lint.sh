@@ -52,7 +52,7 @@ while IFS= read -r file; do
       if (!ok) { printf "%s:%d: unsafe without a SAFETY comment\n", file, NR; bad = 1 }
     }
     END { exit bad }' "$file" || fail "unsafe blocks without a SAFETY comment in $file"
-done < <(find src worker/src tests/harness -name '*.rs' | sort)
+done < <(find src worker/src dashboard/src tests/harness -name '*.rs' | sort)
 
 echo "== lint: imports run level or down a floor, and close no circle"
 # The floors and the map: scripts/imports.py (run it without --check to print every arrow).
@@ -61,7 +61,7 @@ python3 scripts/imports.py --check || fail "an import runs up a floor or closes 
 echo "== lint: comments cite what is in the repository"
 # Documents outside the repository, and the tracker, mean nothing to a reader of a clean clone.
 if grep -rnE 'SPEC\b|[Ii]ssue #?[0-9]+|Boundary [0-9]+|[Gg]uarantee [0-9]+' \
-    src sql/schema sql/queries tests scripts bench worker/src README.md DEVELOPMENT.md Makefile \
+    src sql/schema sql/queries tests scripts bench worker/src dashboard/src dashboard/sql dashboard/tests README.md DEVELOPMENT.md Makefile \
     --exclude=lint.sh; then
   fail "the lines above cite documents that are not in the repository"
 fi

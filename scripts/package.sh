@@ -6,7 +6,7 @@
 #                               router extension (which needs postgresql-PG-plproxy, suggested), and
 #                               in its doc directory the README with the guide's chapters, and
 #                               monitoring/ in examples
-#   pg-jobqueue-worker          jq-worker, in /usr/bin
+#   pg-jobqueue-worker          jq-worker and jq-dashboard, in /usr/bin, with their man pages
 # versioned from Cargo.toml. Both are built with the optimized profile. dpkg installs each file
 # beside the old one and renames it over, so installing on a running server is safe; the new
 # library is used after a restart (or, without preload, by new sessions).
@@ -129,17 +129,25 @@ DESCRIPTION
 } > "$extension/DEBIAN/control"
 build_deb "$extension"
 
-log "building jq-worker (optimized)"
-cargo build --release -p jq-worker >&2
+log "building jq-worker and jq-dashboard (optimized)"
+cargo build --release -p jq-worker -p jq-dashboard >&2
 worker=$work/pg-jobqueue-worker
 install -D -m 755 target/release/jq-worker "$worker/usr/bin/jq-worker"
+install -D -m 755 target/release/jq-dashboard "$worker/usr/bin/jq-dashboard"
 strip_binary "$worker/usr/bin/jq-worker"
+strip_binary "$worker/usr/bin/jq-dashboard"
 install -D -m 644 worker/README.md "$worker/usr/share/doc/pg-jobqueue-worker/README.md"
 policy_files "$worker" pg-jobqueue-worker
-lintian_overrides "$worker" pg-jobqueue-worker usr/bin/jq-worker </dev/null
+{
+  echo "# Rust checks bounds itself and calls none of the C library's functions that"
+  echo "# _FORTIFY_SOURCE replaces with checked ones."
+  echo "pg-jobqueue-worker: hardening-no-fortify-functions [usr/bin/jq-dashboard]"
+} | lintian_overrides "$worker" pg-jobqueue-worker usr/bin/jq-worker
 install -d -m 755 "$worker/usr/share/man/man1"
-gzip -9n < worker/man/jq-worker.1 > "$worker/usr/share/man/man1/jq-worker.1.gz"
-chmod 644 "$worker/usr/share/man/man1/jq-worker.1.gz"
+for page in worker/man/jq-worker.1 dashboard/man/jq-dashboard.1; do
+  gzip -9n < "$page" > "$worker/usr/share/man/man1/$(basename "$page").gz"
+  chmod 644 "$worker/usr/share/man/man1/$(basename "$page").gz"
+done
 mkdir -p "$worker/DEBIAN"
 {
   echo "Package: pg-jobqueue-worker"
@@ -147,11 +155,15 @@ mkdir -p "$worker/DEBIAN"
   echo "Depends: libc6 (>= 2.36), libgcc-s1"
   echo "Suggests: postgresql-15-pg-jobqueue | postgresql-18-pg-jobqueue"
   cat <<'DESCRIPTION'
-Description: runs a command for each job of a pg_jobqueue queue
+Description: runs a command for each job of a pg_jobqueue queue; web dashboard
  jq-worker claims jobs of one queue of pg_jobqueue, runs a command per job with
  the payload on stdin, heartbeats while it runs, and reports its exit status,
  its stdout (the result) and its progress lines. It follows a failover given a
  multi-host connection string.
+ .
+ jq-dashboard serves the queues, jobs, dead jobs and schedules of a database
+ as web pages, showing and doing what its connecting role may, with charts of
+ the last hour.
 DESCRIPTION
 } > "$worker/DEBIAN/control"
 build_deb "$worker"

@@ -88,6 +88,7 @@ show as_root dpkg "${force[@]}" -i "${debs[@]}" 2>&1 |
 check "dpkg says the library is the package's" \
   bash -c "dpkg -S '$LIBDIR/pg_jobqueue.so' | grep -q '^postgresql-$PG-pg-jobqueue:'"
 check "jq-worker is in /usr/bin" test -x /usr/bin/jq-worker
+check "jq-dashboard is in /usr/bin and runs" bash -c "/usr/bin/jq-dashboard --help | grep -q -- --read-only"
 
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 parent=$(mktemp -d "${TMPDIR:-/tmp}/pg_jobqueue-package.XXXXXX")

@@ -25,7 +25,8 @@ TEST_PACKAGES=(postgresql-$PG_MAJOR-cron  # pg_cron, for reaping through it
                python3-psycopg pgbouncer python3-prometheus-client  # the Python worker example, the PgBouncer test, the metrics parser
                postgresql-$PG_MAJOR-plproxy  # the router of queues over several servers (guide, "Scaling out")
                lintian  # the package layer checks the packages with it
-               prometheus prometheus-postgres-exporter)  # the monitoring test: promtool, Prometheus, the exporter
+               prometheus prometheus-postgres-exporter  # the monitoring test: promtool, Prometheus, the exporter
+               chromium chromium-driver)  # the browser layer drives jq-dashboard's pages in headless Chromium through WebDriver
 case "$purpose" in
   run) DEB_PACKAGES=(postgresql-$PG_MAJOR postgresql-$PG_MAJOR-plproxy) ;;
   docs) DEB_PACKAGES=() ;;

@@ -4,7 +4,8 @@
 # files and their expected output), `pgsuite` (PostgreSQL's own regression suite, without the
 # library preloaded and with it: scripts/pgsuite.sh), `isolation` (PostgreSQL's isolation tester), `integration`
 # (several connections to real throwaway servers), `cluster` (the part of `integration` with
-# several servers: failover to a streaming standby, and the router over three servers), `package` (the Debian packages, installed with
+# several servers: failover to a streaming standby, and the router over three servers), `browser`
+# (jq-dashboard's pages in headless Chromium, driven through chromedriver), `package` (the Debian packages, installed with
 # dpkg and removed again), `readme` (every SQL example of README.md and of the guide, with its
 # output), `docs` (the guide's links, language, reference and book), `all`, or
 # `core`: unit, regress, isolation, readme, the fault suite and `pg_upgrade` (a 15 cluster
@@ -152,14 +153,16 @@ isolation() {
 installed() { [ -f "$("$PG_CONFIG" --sharedir)/extension/$1.control" ]; }
 
 # The harness's test files but pg_upgrade.rs (a layer of its own, which needs the build of both
-# versions), and the router's (router.rs) where PL/Proxy is missing; and the test of reaping
-# through pg_cron where pg_cron is. Said, not hidden.
+# versions) and dashboard.rs (the browser layer, which needs jq-dashboard built and Chromium), and
+# the router's (router.rs) where PL/Proxy is missing; and the test of reaping through pg_cron where
+# pg_cron is. Said, not hidden.
 harness_targets() {
   installed plproxy || echo "(router tests left out: PL/Proxy is not installed for PostgreSQL $PG)" >&2
   local file name
   for file in tests/harness/tests/*.rs; do
     name=$(basename "$file" .rs)
     [ "$name" = pg_upgrade ] && continue
+    [ "$name" = dashboard ] && continue
     [ "$name" = router ] && ! installed plproxy && continue
     echo "--test $name"
   done
@@ -188,6 +191,18 @@ faults() {
 pg_upgrade() {
   echo "== pg_upgrade from PostgreSQL 15 to 18"
   cargo test -p jq-harness --test pg_upgrade -- --test-threads=1 2>&1 | tee -a "$log"
+}
+
+# jq-dashboard: its own tests (dashboard/src and dashboard/tests: arguments, CSRF, the plans of
+# its statements on a filled database, its answers over HTTP), then the program in a real browser
+# (tests/harness/tests/dashboard.rs), which runs the binary built first; Debian's chromium and
+# chromium-driver drive it (scripts/setup.sh test), and the screenshots of its pages are left in
+# target/screenshots.
+browser() {
+  echo "== dashboard tests, and the dashboard in headless Chromium through chromedriver"
+  cargo test -p jq-dashboard -- --test-threads=1 2>&1 | tee -a "$log"
+  cargo build -p jq-dashboard 2>&1 | tee -a "$log"
+  cargo test -p jq-harness --test dashboard -- --test-threads=1 2>&1 | tee -a "$log"
 }
 
 cluster() {
@@ -248,6 +263,7 @@ case "$layer" in
   unit) timed unit ;;
   integration) timed integration ;;
   cluster) timed cluster ;;
+  browser) timed browser ;;
   package) timed package ;;
   readme) timed readme ;;
   docs) timed docs ;;
@@ -256,10 +272,10 @@ case "$layer" in
   isolation) timed isolation ;;
   faults) timed faults ;;
   pg_upgrade) timed pg_upgrade ;;
-  all) timed lint; timed unit; timed regress; timed pgsuite; timed isolation; timed readme; timed docs; timed integration; timed package
+  all) timed lint; timed unit; timed regress; timed pgsuite; timed isolation; timed readme; timed docs; timed integration; timed browser; timed package
        if [ "$PG" = 18 ]; then timed pg_upgrade; fi ;;
   core) timed unit; timed regress; timed isolation; timed readme; timed faults; timed pg_upgrade ;;
-  *) echo "usage: test.sh lint|unit|regress|pgsuite|isolation|readme|docs|integration|faults|pg_upgrade|cluster|package|all|core" >&2; exit 2 ;;
+  *) echo "usage: test.sh lint|unit|regress|pgsuite|isolation|readme|docs|integration|browser|faults|pg_upgrade|cluster|package|all|core" >&2; exit 2 ;;
 esac
 # One closing line for every layer together, summed from cargo's per-binary results.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) } }
