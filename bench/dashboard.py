@@ -156,16 +156,23 @@ def main():
         with psycopg.connect(ops_dsn, autocommit=True) as c:
             c.execute((ROOT / "dashboard/sql/session.sql").read_text())
             ids = [r[0] for r in c.execute(statement("finished_ids", 2), named([None, 5000])).fetchall()]
+            # The partitions that hold rows: the empty ones (tomorrow's, the default) are read by
+            # a sequential scan of nothing, which is no read of the history.
+            filled = {r[0] for r in c.execute(
+                "SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relname LIKE 'jq_job_history%' "
+                "AND c.relkind = 'r' AND c.reltuples > 0").fetchall()}
+            print(f"history partitions that hold jobs: {', '.join(sorted(filled))}")
             history_reads = 0
             for name, params in EXPLAINED:
                 params = [ids if p == "{ids}" else dead if p == "{dead}" else p for p in params]
                 text = statement(name, len(params))
                 plan = [r[0] for r in c.execute("EXPLAIN " + text, named(params)).fetchall()]
-                reads = [line for line in plan if "Seq Scan on jq_job_history" in line]
+                reads = [line for line in plan
+                         if any(f"Seq Scan on {name} " in line + " " for name in filled)]
                 history_reads += len(reads)
-                print(f"\n-- {name}.sql: {'no sequential scan of the history' if not reads else 'READS THE HISTORY'}")
+                print(f"\n-- {name}.sql: {'no sequential scan of a history partition that holds jobs' if not reads else 'READS THE HISTORY'}")
                 print("\n".join(plan))
-            print(f"\nsequential scans of a history partition in all plans: {history_reads}")
+            print(f"\nsequential scans of a history partition that holds jobs, in all plans: {history_reads}")
         print(f"\noverview of {args.queues:,} queues and {args.jobs:,} jobs: "
               f"median {statistics.median(results['/']) * 1000:.0f} ms over {args.gets} GETs")
     finally:
