@@ -6,9 +6,11 @@
 -- at once: the second waits for the first's lock and re-reads the row (READ COMMITTED), so exactly
 -- one of them brings it to zero.
 --
--- Only the status is filtered on, not `awaiting > 0`, which would let a plan made while the table
--- was small read the index of held jobs (sql/schema/tables.sql) whole instead of the primary key:
--- each job here waits for at least what it is counted down by.
+-- The lock filters on the status only: `awaiting > 0` there would let a plan made while the table
+-- was small read the index of held jobs (sql/schema/tables.sql) whole instead of the primary key.
+-- The update does not count a job down past 0 (`awaiting >= done`, which no index predicate
+-- matches): each job here waits for at least what it is counted down by, and a count that said
+-- otherwise leaves the job held, where jq_queue_stats shows it, rather than out of every index.
 --
 -- The rows are locked in the order of their ids before the update: two completions whose jobs have
 -- dependents in common would otherwise lock them in whatever order their plans visit them, and
@@ -35,6 +37,7 @@ FROM given g
 WHERE j.id = ANY (ARRAY(SELECT l.id FROM locked l))
   AND j.id = g.job_id
   AND j.status OPERATOR(pg_catalog.=) 'pending'
+  AND j.awaiting >= g.done
 RETURNING j.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = j.queue_id) AS queue_name,
           j.awaiting = 0 AS released, j.priority, j.available_at, j.ordering_key IS NOT NULL AS ordered,
           j.concurrency_key IS NOT NULL AS keyed
