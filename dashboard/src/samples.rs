@@ -236,6 +236,12 @@ async fn sample(pool: &Arc<Pool>) -> Result<Vec<(String, Sample)>, crate::db::Db
 mod tests {
     use super::*;
 
+    /// What the guide's chapter "Dashboard" says one queue's sample costs in memory.
+    #[test]
+    fn a_queue_in_a_round_takes_40_bytes() {
+        assert_eq!(std::mem::size_of::<(u32, Sample)>(), 40);
+    }
+
     fn counted(claims: i64, completions: i64, backlog: u32) -> Sample {
         Sample { counted: true, claims, completions, backlog, running: 1, dead: 0 }
     }

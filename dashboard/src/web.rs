@@ -1013,11 +1013,7 @@ async fn dead_group(
         let client = app.pool.get().await?;
         let mut total = 0i64;
         loop {
-            let handled: i32 = if statement == sql::PURGE_DEAD {
-                client.query_one(statement, &[queue, code, &1000i32]).await?.get(0)
-            } else {
-                client.query_one(statement, &[queue, code]).await?.get(0)
-            };
+            let handled: i32 = client.query_one(statement, &[queue, code, &1000i32]).await?.get(0);
             total += i64::from(handled);
             if handled < 1000 {
                 return Ok::<i64, DbError>(total);

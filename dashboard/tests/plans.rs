@@ -42,8 +42,7 @@ fn parameters(file: &str, live_job: i64, dead_job: i64) -> Option<Vec<Box<dyn To
             vec![Box::new(dead_job)]
         }
         "pause" => vec![Box::new("q7"), Box::new(true)],
-        "retry_dead" => vec![Box::new("q7"), Box::new(Some("BOOM"))],
-        "purge_dead" => vec![Box::new("q7"), Box::new(Some("BOOM")), Box::new(1i32)],
+        "retry_dead" | "purge_dead" => vec![Box::new("q7"), Box::new(Some("BOOM")), Box::new(1i32)],
         "schedule_pause" | "schedule_resume" => vec![Box::new("nightly")],
         _ => return None,
     })
