@@ -162,15 +162,17 @@ build_postgresql_18() {
   tree=$(mktemp -d)
   build_log=$tree/build.log
   tar -xf "$tarball" -C "$tree" --strip-components=1
-  # As Debian configures its server, in what the tests see: ICU, readline, zlib.
-  if ! (cd "$tree" && ./configure --prefix="$PG18" --datadir=/usr/share/postgresql/18 \
+  # As Debian configures its server, in what the tests see: ICU, readline, zlib. Its top-level
+  # make generates the headers every directory includes only when it runs at MAKELEVEL 0; under
+  # `make setup` or `make test` it would inherit this project's make level and skip them.
+  if ! (cd "$tree" && unset MAKELEVEL MAKEFLAGS MFLAGS && ./configure --prefix="$PG18" --datadir=/usr/share/postgresql/18 \
           --with-icu --with-readline --with-zlib &&
         make -j"$(nproc)" world-bin && make -C src/test/isolation) >"$build_log" 2>&1; then
     tail -n 40 "$build_log" >&2
     log "building PostgreSQL 18 failed; the log above is the end of $build_log"
     exit 1
   fi
-  (cd "$tree" && as_root make -s install-world-bin >/dev/null)
+  (cd "$tree" && unset MAKELEVEL MAKEFLAGS MFLAGS && as_root make -s install-world-bin >/dev/null)
   as_root install -d "$PG18/lib/pgxs/src/test/isolation"
   as_root install -m 755 "$tree/src/test/isolation/isolationtester" \
     "$tree/src/test/isolation/pg_isolation_regress" "$PG18/lib/pgxs/src/test/isolation/"
