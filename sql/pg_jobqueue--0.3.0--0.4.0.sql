@@ -215,11 +215,41 @@ SET search_path TO pg_catalog, @extschema@, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'jq_purge_wrapper';
 
+CREATE  FUNCTION "jq_list_jobs"(
+	"queue_name" TEXT, /* Option < & str > */
+	"status" jq_status DEFAULT NULL, /* Option < Status > */
+	"key" TEXT DEFAULT NULL, /* Option < & str > */
+	"error_code" TEXT DEFAULT NULL, /* Option < & str > */
+	"older_than" interval DEFAULT NULL, /* Option < Interval > */
+	"max_rows" INT DEFAULT 50, /* Option < i32 > */
+	"skip_rows" INT DEFAULT 0 /* Option < i32 > */
+) RETURNS TABLE (
+	"id" bigint,  /* i64 */
+	"status" jq_status,  /* Status */
+	"priority" INT,  /* i32 */
+	"attempt_count" INT,  /* i32 */
+	"max_attempts" INT,  /* i32 */
+	"created_at" timestamp with time zone,  /* TimestampWithTimeZone */
+	"available_at" timestamp with time zone,  /* TimestampWithTimeZone */
+	"finished_at" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"last_error_code" TEXT,  /* Option < String > */
+	"concurrency_key" TEXT,  /* Option < String > */
+	"ordering_key" TEXT,  /* Option < String > */
+	"lease_owner" TEXT,  /* Option < String > */
+	"held" bool  /* bool */
+)
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, @extschema@, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'jq_list_jobs_wrapper';
+
 REVOKE ALL ON FUNCTION jq_enqueue(text, jsonb, int, timestamptz, int, text, text, text, timestamptz, bigint[]),
     jq_enqueue_batch(text, jsonb[], int, timestamptz, int, text, timestamptz, bigint[]),
-    jq_parent_results(bigint), jq_purge(bigint) FROM PUBLIC;
+    jq_parent_results(bigint), jq_purge(bigint),
+    jq_list_jobs(text, jq_status, text, text, interval, int, int) FROM PUBLIC;
 
--- Which functions each privilege calls: jq_parent_results for every right, jq_purge for manage.
+-- Which functions each privilege calls: jq_parent_results for every right, jq_purge and jq_list_jobs
+-- for manage.
 -- Then every role with a right gets EXECUTE on the new functions as jq_grant would give it.
 CREATE OR REPLACE FUNCTION jq_privilege_functions() RETURNS TABLE (privilege text, function_name name)
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -234,6 +264,7 @@ AS $$
            ('manage', 'jq_result'), ('manage', 'jq_await'),
            ('manage', 'jq_retry'), ('manage', 'jq_cancel'), ('manage', 'jq_retry_dead'),
            ('manage', 'jq_purge_dead'), ('manage', 'jq_purge'), ('manage', 'jq_configure'),
+           ('manage', 'jq_list_jobs'),
            ('manage', 'jq_configure_key'),
            ('manage', 'jq_schedule'), ('manage', 'jq_unschedule'), ('manage', 'jq_pause_schedule'),
            ('manage', 'jq_resume_schedule'), ('any', 'jq_cron_next'),

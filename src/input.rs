@@ -18,6 +18,8 @@ const MAX_KEY_CHARS: usize = 256;
 /// An error message is history, not a request to refuse: a longer one is cut, never the failure lost.
 pub const MAX_ERROR_MESSAGE_CHARS: usize = 2000;
 const MICROS_PER_SECOND: i128 = 1_000_000;
+/// A listing returns a page, not a table: a dashboard's or a person's, who asks for the next one.
+const MAX_LISTED_ROWS: i32 = 1000;
 
 pub fn queue_name(value: Option<&str>) -> &str {
     let name = required_text("queue_name", value, MAX_QUEUE_NAME_CHARS);
@@ -308,6 +310,34 @@ pub fn max_jobs(value: Option<i32>) -> i32 {
         invalid_argument("max_jobs", "must be at least 1");
     }
     n
+}
+
+/// A listing's page: `max_rows` from 1 to `MAX_LISTED_ROWS`, after `skip_rows` rows (not negative).
+pub fn page(max_rows: Option<i32>, skip_rows: Option<i32>) -> (i32, i32) {
+    let rows = max_rows.unwrap_or_else(|| null_argument("max_rows"));
+    if !(1..=MAX_LISTED_ROWS).contains(&rows) {
+        invalid_argument("max_rows", format_args!("must be between 1 and {MAX_LISTED_ROWS}"));
+    }
+    let skip = skip_rows.unwrap_or_else(|| null_argument("skip_rows"));
+    if skip < 0 {
+        invalid_argument("skip_rows", "must not be negative");
+    }
+    (rows, skip)
+}
+
+/// An age to filter by (`older_than`): NULL (any), or the time `now` was that long ago, for an age
+/// that is not negative.
+pub fn older_than(value: Option<Interval>, now: TimestampWithTimeZone) -> Option<TimestampWithTimeZone> {
+    let age = value?;
+    if added_micros("older_than", age, now) < 0 {
+        invalid_argument("older_than", "must not be negative");
+    }
+    // SAFETY: timestamptz_mi_interval takes these two datums; added_micros bounded the interval,
+    // so it errors (out of range) rather than misbehaves.
+    Some(unsafe {
+        pgrx::direct_function_call(pg_sys::timestamptz_mi_interval, &[now.into_datum(), age.into_datum()])
+            .expect("timestamptz - interval is not NULL")
+    })
 }
 
 /// A text argument that must be present, not empty, and at most `max_chars` characters long.

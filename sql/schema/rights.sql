@@ -43,6 +43,7 @@ AS $$
            ('manage', 'jq_result'), ('manage', 'jq_await'),
            ('manage', 'jq_retry'), ('manage', 'jq_cancel'), ('manage', 'jq_retry_dead'),
            ('manage', 'jq_purge_dead'), ('manage', 'jq_purge'), ('manage', 'jq_configure'),
+           ('manage', 'jq_list_jobs'),
            ('manage', 'jq_configure_key'),
            ('manage', 'jq_schedule'), ('manage', 'jq_unschedule'), ('manage', 'jq_pause_schedule'),
            ('manage', 'jq_resume_schedule'), ('any', 'jq_cron_next'),

@@ -9,6 +9,7 @@ pub mod dependencies;
 pub mod enqueue;
 pub mod keys;
 pub mod lease;
+pub mod listing;
 pub mod maintenance;
 pub mod metrics;
 pub mod plans;

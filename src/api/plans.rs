@@ -99,6 +99,52 @@ mod tests {
         assert_generic_plans_use_indexes();
     }
 
+    /// A listing of one queue's jobs (guide, "jq_list_jobs") reads that queue's entries of the
+    /// partial indexes of the statuses asked for, and its succeeded jobs through each day's index by
+    /// queue and age, latest first: never a job table or a day of history whole, nor the index on
+    /// id, which would walk every queue's jobs to find this one's.
+    #[pg_test]
+    fn job_listings_read_the_queues_entries_alone() {
+        add_history_and_backlog();
+        make_dead("q1", 3, "E");
+        run("ANALYZE jq_live_jobs");
+        run("ANALYZE jq_job_history_default");
+        let none = Option::<&str>::None;
+        let since = Option::<pgrx::datum::TimestampWithTimeZone>::None;
+        for (status, indexes) in [
+            (
+                None,
+                &[
+                    "jq_live_jobs_claim",
+                    "jq_live_jobs_key_claim",
+                    "jq_live_jobs_held",
+                    "jq_live_jobs_running",
+                    "jq_live_jobs_unresolved",
+                ][..],
+            ),
+            (Some("pending"), &["jq_live_jobs_claim", "jq_live_jobs_key_claim", "jq_live_jobs_held"][..]),
+            (Some("running"), &["jq_live_jobs_running"][..]),
+            (Some("dead"), &["jq_live_jobs_unresolved"][..]),
+        ] {
+            let args = ["q1".into(), status.into(), none.into(), none.into(), since.into(), 50i32.into(), 0i32.into()];
+            let plan = Spi::explain_with_args(crate::api::listing::LIVE, &args).unwrap().0;
+            assert_no_seq_scan(&plan);
+            for index in indexes {
+                assert_reads_index(&plan, index);
+            }
+            let reads = |name: &str| plan_nodes(&plan).iter().any(|n| n["Index Name"] == name);
+            assert!(!reads("jq_live_jobs_pkey"), "the listing walks the index on id: {plan}");
+            let history = plan_nodes(&plan)
+                .iter()
+                .any(|n| n["Relation Name"].as_str().is_some_and(|r| r.starts_with("jq_job_history")));
+            assert!(!history, "the listing of live jobs reads the history: {plan}");
+        }
+        let args = ["q1".into(), none.into(), none.into(), since.into(), 50i32.into(), 0i32.into()];
+        let plan = Spi::explain_with_args(crate::api::listing::SUCCEEDED, &args).unwrap().0;
+        assert_no_sort_and_no_seq_scan(&plan);
+        assert_reads_index(&plan, "jq_job_history_default_queue");
+    }
+
     /// The types of a claim statement's arguments, $1 to $12 of claim.sql.
     const CLAIM_TYPES: &str =
         "text, text, interval, int, timestamptz, int, bigint, int, timestamptz, bigint, interval, interval";

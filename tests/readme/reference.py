@@ -308,7 +308,7 @@ def default_value(text):
     """A DEFAULT as compared: without casts, spaces and case."""
     if text is None:
         return None
-    text = re.sub(r"::[a-z ]+(\[\])?", "", text.strip())
+    text = re.sub(r"::[a-z_ ]+(\[\])?", "", text.strip())
     return re.sub(r"\s+", "", text).lower()
 
 

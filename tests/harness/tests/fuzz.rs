@@ -55,6 +55,7 @@ const SETTINGS: &[&str] = &[
     "'{\"concurrency_limit\": null}'::jsonb",
 ];
 const PRIVILEGE: &[&str] = &["NULL", "''", "'everything'", "'consume'"];
+const STATUS: &[&str] = &["NULL", "'pending'::jq_status", "'succeeded'::jq_status", "'dead'::jq_status"];
 const KEY_SETTINGS: &[&str] = &[
     "NULL",
     "'[]'::jsonb",
@@ -220,6 +221,18 @@ fn functions(job: i64, token: i64) -> Vec<(&'static str, Vec<Argument>)> {
         ("jq_retry", vec![("job_id", "0".into(), BIGINT)]),
         ("jq_cancel", vec![("job_id", "0".into(), BIGINT)]),
         ("jq_purge", vec![("job_id", "0".into(), BIGINT)]),
+        (
+            "jq_list_jobs",
+            vec![
+                ("queue_name", q(), TEXT),
+                ("status", "NULL".into(), STATUS),
+                ("key", "NULL".into(), TEXT),
+                ("error_code", "NULL".into(), TEXT),
+                ("older_than", "NULL".into(), INTERVAL),
+                ("max_rows", "50".into(), INT),
+                ("skip_rows", "0".into(), INT),
+            ],
+        ),
         (
             "jq_retry_dead",
             vec![("queue_name", q(), TEXT), ("error_code", "NULL".into(), TEXT), ("max_jobs", "1".into(), INT)],

@@ -536,6 +536,13 @@ fn exercise(cluster: &Cluster, db: &str, errors: &mut Vec<String>) {
             }
         }
     }
+    // The listings: the live jobs by status and filters, and the succeeded jobs of the history.
+    owner.rows(errors, "SELECT * FROM jq_list_jobs('mail')");
+    owner.rows(
+        errors,
+        "SELECT * FROM jq_list_jobs('mail', 'dead', key => 'k', error_code => 'GONE', older_than => '1 s')",
+    );
+    owner.rows(errors, "SELECT * FROM jq_list_jobs('mail', 'succeeded', 'k', 'E', '1 s', 10, 1)");
     owner.rows(errors, "SELECT jq_retry_dead('mail', 'BROKEN')");
     owner.rows(errors, "SELECT jq_purge_dead('mail', 'GONE', 10)");
     for id in lost {

@@ -195,7 +195,7 @@ fn every_function_and_view_checks_the_callers_right_on_the_queue() {
         jobs.insert(q, (running.get::<_, i64>(0), running.get::<_, i64>(1), dead.get::<_, i64>(0), pending));
     }
     // (call, the privilege it needs on the queue; "owner": only the owner; "see": any right, or pg_monitor)
-    let calls: [(&str, &str); 23] = [
+    let calls: [(&str, &str); 24] = [
         ("SELECT jq_enqueue('{q}', '{{}}')", "enqueue"),
         ("SELECT jq_enqueue_batch('{q}', ARRAY['{{}}'::jsonb])", "enqueue"),
         ("SELECT * FROM jq_claim('{q}', 'w2')", "consume"),
@@ -221,6 +221,7 @@ fn every_function_and_view_checks_the_callers_right_on_the_queue() {
         ("SELECT 1/position('queue=\"{q}\"' in jq_metrics())", "see"),
         ("SELECT 1/count(*) FROM jq_managed_jobs WHERE queue_name = '{q}'", "manage"),
         ("SELECT 1/count(*) FROM jq_managed_job_events WHERE queue_name = '{q}'", "manage"),
+        ("SELECT 1/count(*) FROM jq_list_jobs('{q}')", "manage"),
     ];
     let roles = [
         ("r_none", ""),
