@@ -1,6 +1,7 @@
 -- $1 queue_name. The queue's concurrency keys with claimable or running jobs: how many of each,
--- so that a key at its limit shows (guide, "Flow control"). Pending and running jobs only, read as
--- live_jobs.sql reads them.
+-- so that a key at its limit shows (guide, "Flow control"). Pending and running jobs only: the
+-- finished_at test is pushed below the view's row filter and prunes the history to its default
+-- partition, read through its index, so no history is read.
 SELECT j.concurrency_key,
        pg_catalog.count(*) FILTER (WHERE j.status::text OPERATOR(pg_catalog.=) 'pending'
                                      AND j.available_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()

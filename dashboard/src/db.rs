@@ -17,7 +17,7 @@ pub mod sql {
     pub const QUEUE_FIGURES: &str = include_str!("../sql/queue_figures.sql");
     pub const HAS_RIGHT: &str = include_str!("../sql/has_right.sql");
     pub const QUEUE_SETTINGS: &str = include_str!("../sql/queue_settings.sql");
-    pub const LIVE_JOBS: &str = include_str!("../sql/live_jobs.sql");
+    pub const QUEUE_JOBS: &str = include_str!("../sql/queue_jobs.sql");
     pub const FINISHED_IDS: &str = include_str!("../sql/finished_ids.sql");
     pub const FINISHED_JOBS: &str = include_str!("../sql/finished_jobs.sql");
     pub const HELD_KEYS: &str = include_str!("../sql/held_keys.sql");

@@ -323,17 +323,13 @@ impl Filters {
         query.finish()
     }
 
-    /// The statuses to list: the one asked for, or every live one. Err: a status not listed.
-    pub fn statuses(&self) -> Result<Vec<&'static str>, String> {
-        const LIVE: [&str; 4] = ["pending", "running", "dead", "cancelled"];
+    /// The status to list: the one asked for, or None for every live one. Err: no such status.
+    pub fn status(&self) -> Result<Option<&'static str>, String> {
+        const STATUSES: [&str; 5] = ["pending", "running", "dead", "cancelled", "succeeded"];
         match self.status.as_deref() {
-            None => Ok(LIVE.to_vec()),
-            Some(status) => match LIVE.iter().find(|s| **s == status) {
-                Some(status) => Ok(vec![status]),
-                None if status == "succeeded" => Err("Succeeded jobs are not listed: they are in the history, \
-                     which no index lets a list of one queue read without reading every day kept. Open one by \
-                     its id (/jobs/ID); the overview counts recent successes."
-                    .into()),
+            None => Ok(None),
+            Some(status) => match STATUSES.iter().find(|s| **s == status) {
+                Some(status) => Ok(Some(status)),
                 None => Err(format!("There is no status {status:?}.")),
             },
         }
@@ -417,48 +413,27 @@ async fn queue(
             for row in client.query(sql::HELD_KEYS, &[&name]).await? {
                 held_keys.push((row.get(0), row.get(1), row.get(2)));
             }
-            match filters.statuses() {
+        }
+        // jq_list_jobs reads the queue's jobs through its indexes; it needs manage on the queue.
+        if manage {
+            match filters.status() {
                 Err(text) => message = Some(text),
-                Ok(statuses) => {
-                    let need = filters.page * PAGE_SIZE + 1;
-                    let live: Vec<&str> = statuses.iter().copied().filter(|s| matches!(*s, "pending" | "running")).collect();
-                    let finished: Vec<&str> =
-                        statuses.iter().copied().filter(|s| matches!(*s, "dead" | "cancelled")).collect();
-                    let listed = async {
-                        let mut jobs = Vec::new();
-                        if !live.is_empty() {
-                            let rows = client
-                                .query(
-                                    sql::LIVE_JOBS,
-                                    &[&name, &live, &filters.key, &filters.error_code, &filters.older_than, &need, &0i64],
-                                )
-                                .await?;
-                            jobs.extend(rows.iter().map(job_row));
-                        }
-                        if !finished.is_empty() && access.events {
-                            let ids = finished_ids(&client, Some(vec![name.clone()])).await?;
-                            let rows = client
-                                .query(
-                                    sql::FINISHED_JOBS,
-                                    &[&ids, &finished, &filters.key, &filters.error_code, &filters.older_than],
-                                )
-                                .await?;
-                            jobs.extend(rows.iter().map(job_row));
-                        }
-                        Ok::<_, DbError>(jobs)
-                    }
-                    .await;
+                Ok(status) => {
+                    // One row past the page says whether there is a next one.
+                    let skip = (filters.page - 1) * PAGE_SIZE;
+                    let listed = client
+                        .query(
+                            sql::QUEUE_JOBS,
+                            &[&name, &status, &filters.key, &filters.error_code, &filters.older_than, &(PAGE_SIZE + 1), &skip],
+                        )
+                        .await;
                     match listed {
-                        Ok(mut listed) => {
-                            listed.sort_by_key(|job| std::cmp::Reverse(job.id));
-                            has_next = listed.len() as i64 > filters.page * PAGE_SIZE;
-                            jobs = listed
-                                .into_iter()
-                                .skip(((filters.page - 1) * PAGE_SIZE) as usize)
-                                .take(PAGE_SIZE as usize)
-                                .collect();
+                        Ok(rows) => {
+                            has_next = rows.len() as i64 > PAGE_SIZE;
+                            jobs = rows.iter().take(PAGE_SIZE as usize).map(job_row).collect();
                         }
-                        // A filter the database refuses (an interval it cannot read) is said.
+                        // A filter the database refuses (an interval it cannot read, a negative
+                        // age, a key too long) is said.
                         Err(error) => message = Some(error.to_string()),
                     }
                 }
@@ -509,7 +484,7 @@ async fn queue(
                 }
             }
             h2 { "Jobs" }
-            @if access.jobs {
+            @if manage {
                 form #filters method="get" action=(path) {
                     label { "status " select name="status" {
                         option value="" selected[filters.status.is_none()] { "pending, running, dead, cancelled" }
@@ -528,10 +503,9 @@ async fn queue(
                     @if filters.page > 1 { a rel="prev" href={(path) "?" (filters.query_at(filters.page - 1))} { "← newer" } }
                     @if has_next { a rel="next" href={(path) "?" (filters.query_at(filters.page + 1))} { "older →" } }
                 }
-                @if !access.events { (note("Dead and cancelled jobs are listed through their events, which this role may not read.")) }
-                (note("Pending and running jobs are listed newest first, then dead and cancelled; succeeded jobs are not listed (the overview counts them)."))
+                (note("Jobs are listed newest first; succeeded jobs, listed when that status is chosen, the latest finished first."))
             } @else {
-                (note("Jobs are shown to roles with manage on the queue (jq_managed_jobs); this role sees the queue's figures only."))
+                (note("Jobs are shown to roles with manage on the queue (jq_list_jobs); this role sees the queue's figures only."))
             }
         };
         Ok(html(StatusCode::OK, layout(&ctx, "queue", &name, false, body)))
@@ -1078,15 +1052,12 @@ mod tests {
         assert_eq!(f.status.as_deref(), Some("dead"));
         assert_eq!(f.key, None, "a blank field is no filter");
         assert_eq!(f.page, 3);
-        assert_eq!(f.statuses(), Ok(vec!["dead"]));
+        assert_eq!(f.status(), Ok(Some("dead")));
         assert_eq!(f.query_at(4), "status=dead&older_than=1+hour&page=4");
         assert_eq!(Filters::from_query(&query(&[("page", "0")])).page, 1);
         assert_eq!(Filters::from_query(&query(&[("page", "x")])).page, 1);
-        assert_eq!(Filters::default().statuses().unwrap().len(), 4);
-        assert!(Filters { status: Some("succeeded".into()), ..Filters::default() }
-            .statuses()
-            .unwrap_err()
-            .contains("history"));
-        assert!(Filters { status: Some("bogus".into()), ..Filters::default() }.statuses().is_err());
+        assert_eq!(Filters::default().status(), Ok(None));
+        assert_eq!(Filters { status: Some("succeeded".into()), ..Filters::default() }.status(), Ok(Some("succeeded")));
+        assert!(Filters { status: Some("bogus".into()), ..Filters::default() }.status().is_err());
     }
 }

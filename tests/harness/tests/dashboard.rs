@@ -951,6 +951,14 @@ fn the_queue_page_lists_its_jobs_by_page_and_filter() {
     assert_eq!(browser.job_ids("#jobs tr[data-job]"), [jobs.running]);
     browser.goto("/queues/emails?older_than=1%20hour");
     assert_eq!(browser.count("#jobs tr[data-job]"), 0, "every job is younger than an hour");
+
+    // Succeeded jobs, from the history, when that status is chosen.
+    browser.goto("/queues/reports?status=succeeded");
+    let succeeded = managed_ids(&mut db, "reports", "status = 'succeeded'");
+    assert_eq!(succeeded, [jobs.parent_done].into());
+    assert_eq!(browser.job_ids("#jobs tr[data-job]").into_iter().collect::<BTreeSet<_>>(), succeeded);
+    assert!(browser.texts("#jobs tr[data-job] td[data-field=\"status\"]").iter().all(|s| s == "succeeded"));
+    assert_eq!(browser.count("#list-message"), 0, "no message: the list is the answer");
 }
 
 #[test]
