@@ -1,6 +1,6 @@
 -- pg_jobqueue_router 0.3.0 -> 0.4.0: workflows through the router (guide, "Workflows" and "Scaling
 -- out"). jq_enqueue and jq_enqueue_batch take depends_on last, and send it only to the node that
--- holds every job it names; jq_parent_results goes to the node of its job. Run by ALTER EXTENSION
+-- holds every job it names; jq_parent_results and jq_purge go to the node of their job. Run by ALTER EXTENSION
 -- pg_jobqueue_router UPDATE once the nodes run pg_jobqueue 0.4.0: an enqueue without depends_on makes
 -- the same call as before, so the router can also be updated first. Every object it makes is as
 -- pg_jobqueue_router--0.4.0.sql makes it, and whoever could call a function of 0.3.0 can call what
@@ -14,6 +14,7 @@ DECLARE
 BEGIN
     FOREACH f SLICE 1 IN ARRAY ARRAY[
         ['jq_parent_results(job_id bigint) RETURNS TABLE (job_id bigint, status jq_status, result jsonb)', NULL],
+        ['jq_purge(job_id bigint) RETURNS boolean', NULL],
         ['jq_router_enqueue_after_on(node int, queue_name text, payload jsonb, priority int, run_at timestamptz, '
          'max_attempts int, dedup_key text, ordering_key text, concurrency_key text, expires_at timestamptz, '
          'depends_on bigint[]) RETURNS bigint',
@@ -146,12 +147,13 @@ $$;
 REVOKE ALL ON FUNCTION jq_router_enqueue_after_on, jq_router_enqueue_batch_after_on, jq_router_node_after,
                        jq_enqueue(text, jsonb, int, timestamptz, int, text, text, text, timestamptz, bigint[]),
                        jq_enqueue_batch(text, jsonb[], int, timestamptz, int, text, timestamptz, bigint[]),
-                       jq_parent_results
+                       jq_parent_results, jq_purge
 FROM PUBLIC;
 
 -- Who may call each new function: whoever may call the function of 0.3.0 it replaces or goes with
 -- (the DBA granted them, guide "Scaling out"): the enqueues' own, the enqueue's call to a node, the
--- look-up of the nodes, and jq_result's, the other read of one job's outcome.
+-- look-up of the nodes, jq_result's, the other read of one job's outcome, and jq_cancel's, the
+-- other operator's verb on one job.
 DO $$
 DECLARE
     granted record;
@@ -170,7 +172,8 @@ BEGIN
              '@extschema@.jq_router_enqueue_batch_after_on(int, text, jsonb[], int, timestamptz, int, text, '
              'timestamptz, bigint[])'),
             ('@extschema@.jq_router_nodes()', '@extschema@.jq_router_node_after(bigint[], int)'),
-            ('@extschema@.jq_result(bigint)', '@extschema@.jq_parent_results(bigint)')
+            ('@extschema@.jq_result(bigint)', '@extschema@.jq_parent_results(bigint)'),
+            ('@extschema@.jq_cancel(bigint)', '@extschema@.jq_purge(bigint)')
         ) AS f(was, made)
         JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) f.was::pg_catalog.regprocedure::pg_catalog.oid
         CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
@@ -204,7 +207,8 @@ WHERE i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclas
       '@extschema@.jq_router_enqueue_batch_after_on(int, text, jsonb[], int, timestamptz, int, text, timestamptz, '
       'bigint[])',
       '@extschema@.jq_router_node_after(bigint[], int)',
-      '@extschema@.jq_parent_results(bigint)'
+      '@extschema@.jq_parent_results(bigint)',
+      '@extschema@.jq_purge(bigint)'
   ]::pg_catalog.regprocedure[]::pg_catalog.oid[]);
 
 DROP FUNCTION jq_enqueue(text, jsonb, int, timestamptz, int, text, text, text, timestamptz);

@@ -172,6 +172,7 @@ BEGIN
          NULL],
         ['jq_retry(job_id bigint) RETURNS boolean', NULL],
         ['jq_cancel(job_id bigint) RETURNS boolean', NULL],
+        ['jq_purge(job_id bigint) RETURNS boolean', NULL],
         ['jq_parent_results(job_id bigint) RETURNS TABLE (job_id bigint, status jq_status, result jsonb)', NULL],
 
         ['jq_router_enqueue_on(node int, queue_name text, payload jsonb, priority int, run_at timestamptz, '
@@ -532,5 +533,5 @@ REVOKE ALL ON FUNCTION jq_router_spread, jq_router_is_spread, jq_router_nodes, j
                        jq_router_enqueue_batch_after_on, jq_router_node_after,
                        jq_enqueue, jq_enqueue_batch, jq_claim, jq_heartbeat, jq_complete, jq_complete_batch, jq_fail,
                        jq_progress, jq_progress_of, jq_snooze, jq_result, jq_await, jq_retry, jq_cancel, jq_reap,
-                       jq_parent_results
+                       jq_parent_results, jq_purge
 FROM PUBLIC;

@@ -289,6 +289,9 @@ fn calls_about_a_job_reach_the_server_that_holds_it() {
 
         let states: Vec<String> = [a, b, c].iter().map(|(id, _)| status(&mut fleet.node(k), *id)).collect();
         assert_eq!(states, ["succeeded", "pending", "cancelled"], "node {k}");
+        assert!(router.query_one("SELECT jq_purge($1)", &[&c.0]).unwrap().get::<_, bool>(0), "node {k}");
+        let kept: i64 = fleet.node(k).query_one("SELECT count(*) FROM jq_jobs WHERE id = $1", &[&c.0]).unwrap().get(0);
+        assert_eq!(kept, 0, "the cancelled job is purged on node {k}");
     }
 
     // The re-driven jobs, one on each node, completed in one batch through the router.
