@@ -12,7 +12,7 @@
 //! fails with 40001 instead). Two dependencies completing at once both update the waiting job's
 //! row, so the second counts down from what the first left.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
@@ -51,7 +51,8 @@ const SEERS: [Privilege; 4] = [Privilege::Monitor, Privilege::Manage, Privilege:
 pub(crate) fn check(depends_on: &[i64]) {
     let found: Vec<(i64, String)> = rights::as_owner(|| db::connect(|db| db.rows(OF, &[depends_on.to_vec().into()])))
         .expect("the dependencies' queues are readable");
-    if let Some(id) = depends_on.iter().find(|id| !found.iter().any(|(f, _)| f == *id)) {
+    let found_ids: HashSet<i64> = found.iter().map(|(id, _)| *id).collect();
+    if let Some(id) = depends_on.iter().find(|id| !found_ids.contains(id)) {
         crate::error::invalid_argument("depends_on", format_args!("names job {id}, which does not exist"));
     }
     if !rights::enforced() {
@@ -99,10 +100,13 @@ pub(crate) fn waits(db: &mut Session, depends_on: &[i64]) -> spi::Result<Waits> 
     if !parts.is_empty() {
         awaiting = parts.iter().filter(|n| **n > 0).count() as i32;
     }
-    let gone: Vec<i64> = depends_on.iter().copied().filter(|id| !live.iter().any(|(l, _, _)| l == id)).collect();
+    // Sets, not scans of the rows: a job may name up to pg_jobqueue.max_batch_size dependencies.
+    let live_ids: HashSet<i64> = live.iter().map(|(id, _, _)| *id).collect();
+    let gone: Vec<i64> = depends_on.iter().copied().filter(|id| !live_ids.contains(id)).collect();
     if !gone.is_empty() {
-        let succeeded = db.rows::<(i64,)>(SUCCEEDED, &[gone.clone().into()])?;
-        failed = failed.or_else(|| gone.iter().copied().find(|id| !succeeded.iter().any(|(s,)| s == id)));
+        let succeeded: HashSet<i64> =
+            db.rows::<(i64,)>(SUCCEEDED, &[gone.clone().into()])?.into_iter().map(|(id,)| id).collect();
+        failed = failed.or_else(|| gone.iter().copied().find(|id| !succeeded.contains(id)));
     }
     Ok(Waits { awaiting, parts, failed })
 }
