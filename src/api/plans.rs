@@ -107,6 +107,11 @@ mod tests {
     fn job_listings_read_the_queues_entries_alone() {
         add_history_and_backlog();
         make_dead("q1", 3, "E");
+        // And a queue far larger than q1, as most queues are beside the largest.
+        run("INSERT INTO jq_queue_ids (queue_name) VALUES ('large')");
+        run("INSERT INTO jq_live_jobs (queue_id, payload, priority, available_at, max_attempts, created_at)
+             SELECT n.queue_id, '{}', 0, now(), 8, now()
+             FROM generate_series(1, 100000) i JOIN jq_queue_ids n ON n.queue_name = 'large'");
         run("ANALYZE jq_live_jobs");
         run("ANALYZE jq_job_history_default");
         let none = Option::<&str>::None;
