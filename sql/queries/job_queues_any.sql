@@ -5,7 +5,7 @@
 -- queue's name is looked up per job found, not joined: a join would let the plan start from the
 -- queues and read each one's range of a day of history, which the planner's guesses for a day
 -- without statistics (today's, filled since its last analyze) make look cheaper than the probes by
--- id (a_job_of_the_history_is_found_by_its_id).
+-- id (history.rs, a_job_of_the_history_is_found_by_its_id_in_a_day_without_statistics).
 SELECT j.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id OPERATOR(pg_catalog.=) j.queue_id)
 FROM jq_live_jobs j
 WHERE j.id OPERATOR(pg_catalog.=) ANY ($1)

@@ -150,25 +150,6 @@ mod tests {
         assert_reads_index(&plan, "jq_job_history_default_queue");
     }
 
-    /// A refused report's job, live or finished (api::lease::count_refused), is found by its id in
-    /// each table: never through its queue's range of a day of history, which grows all day. A day
-    /// filled since it was last analyzed (as today's always is) has no statistics, and the planner's
-    /// default guesses made a probe by queue look ten times cheaper than one by a list of ids.
-    #[pg_test]
-    fn a_job_of_the_history_is_found_by_its_id() {
-        run("SELECT jq_prune()");
-        run("INSERT INTO jq_queue_ids (queue_name) VALUES ('q1') ON CONFLICT DO NOTHING");
-        run("ANALYZE jq_job_history");
-        run("INSERT INTO jq_job_history (id, queue_id, payload, priority, available_at, attempt_count, max_attempts, lease_token, created_at, finished_at)
-             SELECT nextval('jq_jobs_id_seq'), n.queue_id, '{}', 0, now(), 1, 8, 1, now(), now()
-             FROM generate_series(1, 30000) i JOIN jq_queue_ids n ON n.queue_name = 'q1'");
-        run("SET LOCAL enable_seqscan = off");
-        let any = generic_plan(include_str!("../../sql/queries/job_queues_any.sql"), "bigint[]", "ARRAY[1]");
-        assert_no_seq_scan(&any);
-        let by_queue = plan_nodes(&any).iter().any(|n| n["Index Name"].as_str().is_some_and(|i| i.ends_with("_queue")));
-        assert!(!by_queue, "a job is looked up through its queue's history: {any}");
-    }
-
     /// The types of a claim statement's arguments, $1 to $12 of claim.sql.
     const CLAIM_TYPES: &str =
         "text, text, interval, int, timestamptz, int, bigint, int, timestamptz, bigint, interval, interval";

@@ -212,3 +212,42 @@ fn a_prune_with_nothing_to_do_takes_no_transaction_id() {
     client.batch_execute("COMMIT").unwrap();
     assert_eq!(xid, None);
 }
+
+/// A refused report's job, live or finished (src/api/lease.rs, `count_refused`), is found by its id
+/// in each day of history, never through its queue's range of the day, which grows all day. Today's
+/// day has no statistics while it fills, and the planner's default guesses made a probe by queue
+/// look ten times cheaper than one by a list of ids: a refused completion then read every entry of
+/// its queue's day. As the extension plans it: a generic plan, sequential scans off.
+#[test]
+fn a_job_of_the_history_is_found_by_its_id_in_a_day_without_statistics() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "SELECT jq_prune();
+             SELECT jq_enqueue('h', '{}');
+             ANALYZE jq_job_history;
+             INSERT INTO jq_job_history (id, queue_id, payload, priority, available_at, attempt_count, max_attempts,
+                                         lease_token, created_at, finished_at)
+             SELECT nextval('jq_jobs_id_seq'), n.queue_id, '{}', 0, now(), 1, 8, 1, now(), now()
+             FROM generate_series(1, 30000) i JOIN jq_queue_ids n ON n.queue_name = 'h';
+             SET plan_cache_mode = force_generic_plan;
+             SET enable_seqscan = off;",
+        )
+        .unwrap();
+    let today: String = one(&mut client, "SELECT 'jq_job_history_' || to_char(now() AT TIME ZONE 'UTC', 'YYYYMMDD')");
+    assert!(exists(&mut client, &today), "jq_prune made today's day");
+    let statement = include_str!("../../../sql/queries/job_queues_any.sql");
+    client.batch_execute(&format!("PREPARE find (bigint[]) AS {statement}")).unwrap();
+    let plan = text_rows(&mut client, "EXPLAIN EXECUTE find('{0}')");
+    assert!(
+        plan.iter().any(|line| line.contains(&format!("{today}_id"))),
+        "today is probed by id:\n{}",
+        plan.join("\n")
+    );
+    assert!(
+        !plan.iter().any(|line| line.contains("_queue ")),
+        "a job is looked up through its queue's day:\n{}",
+        plan.join("\n")
+    );
+}
