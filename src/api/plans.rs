@@ -111,8 +111,10 @@ mod tests {
         run("INSERT INTO jq_queue_ids (queue_name) VALUES ('large')");
         run("INSERT INTO jq_live_jobs (queue_id, payload, priority, available_at, max_attempts, created_at)
              SELECT n.queue_id, '{}', 0, now(), 8, now()
-             FROM generate_series(1, 100000) i JOIN jq_queue_ids n ON n.queue_name = 'large'");
+             FROM generate_series(1, 300000) i JOIN jq_queue_ids n ON n.queue_name = 'large'");
         run("ANALYZE jq_live_jobs");
+        // As jq_list_jobs plans them: through SPI, which plans no parallel scan. EXPLAIN would.
+        run("SET LOCAL max_parallel_workers_per_gather = 0");
         run("ANALYZE jq_job_history_default");
         let none = Option::<&str>::None;
         let since = Option::<pgrx::datum::TimestampWithTimeZone>::None;
