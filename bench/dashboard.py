@@ -97,6 +97,17 @@ def named(params):
     return {f"p{n}": value for n, value in enumerate(params, 1)}
 
 
+def explain(c, name, text, params, filled):
+    """Prints the plan of the statement `name`; returns how many sequential scans of a history
+    partition that holds jobs (`filled`) it has."""
+    plan = [r[0] for r in c.execute("EXPLAIN " + text, named(params)).fetchall()]
+    reads = [line for line in plan if any(f"Seq Scan on {part} " in line + " " for part in filled)]
+    verdict = "READS THE HISTORY" if reads else "no sequential scan of a history partition that holds jobs"
+    print(f"\n-- {name}.sql: {verdict}")
+    print("\n".join(plan))
+    return len(reads)
+
+
 def sh(*args):
     return subprocess.run(args, check=True, text=True, capture_output=True).stdout
 
@@ -174,22 +185,11 @@ def main():
             history_reads = 0
             for name, params in EXPLAINED:
                 params = [ids if p == "{ids}" else dead if p == "{dead}" else p for p in params]
-                text = statement(name, len(params))
-                plan = [r[0] for r in c.execute("EXPLAIN " + text, named(params)).fetchall()]
-                reads = [line for line in plan
-                         if any(f"Seq Scan on {name} " in line + " " for name in filled)]
-                history_reads += len(reads)
-                print(f"\n-- {name}.sql: {'no sequential scan of a history partition that holds jobs' if not reads else 'READS THE HISTORY'}")
-                print("\n".join(plan))
+                history_reads += explain(c, name, statement(name, len(params)), params, filled)
         print("\nEXPLAIN of jq_list_jobs's statements, as the owner (sql/queries), as it plans them:")
         with psycopg.connect(dsn, autocommit=True) as c:
             for name, params in LISTED:
-                plan = [r[0] for r in c.execute("EXPLAIN " + statement(name, len(params), "sql/queries"),
-                                                named(params)).fetchall()]
-                reads = [line for line in plan if any(f"Seq Scan on {name} " in line + " " for name in filled)]
-                history_reads += len(reads)
-                print(f"\n-- {name}.sql: {'no sequential scan of a history partition that holds jobs' if not reads else 'READS THE HISTORY'}")
-                print("\n".join(plan))
+                history_reads += explain(c, name, statement(name, len(params), "sql/queries"), params, filled)
         print(f"\nsequential scans of a history partition that holds jobs, in all plans: {history_reads}")
         print(f"\noverview of {args.queues:,} queues and {args.jobs:,} jobs: "
               f"median {statistics.median(results['/']) * 1000:.0f} ms over {args.gets} GETs")
