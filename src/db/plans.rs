@@ -65,22 +65,33 @@ fn plan_for(client: &SpiClient, sql: &'static str, args: &[DatumWithOid]) -> spi
 /// - `enable_seqscan = off`: each of these statements has one right access path (an index, or the
 ///   ctids the claim just locked), but a plan made while jq_jobs is empty finds a sequential scan
 ///   cheaper, and a session plan outlives that moment. Only the planner reads this setting.
+/// - `jit = off`: the planner adds a large cost to a sequential scan it was told to avoid, so a
+///   statement that can only scan a small table (the token epochs, the queues' settings) looks
+///   dearer than `jit_above_cost`, and with `jit` on, as it is by default, every execution was
+///   compiled: about 0.1 s of a session's first claim and completion each, on a statement that runs
+///   in microseconds. The planner decides that, into the plan, so planning without it is enough.
 ///
 /// The variables are set directly: that is all the settings' own assignment does, and it costs
 /// nothing per call, unlike `set_config_option`.
 struct ForceGenericPlan {
     plan_cache_mode: i32,
     enable_seqscan: bool,
+    jit_enabled: bool,
 }
 
 impl ForceGenericPlan {
     fn new() -> Self {
-        // SAFETY: a backend is single-threaded; both settings are plain variables the planner and
+        // SAFETY: a backend is single-threaded; these settings are plain variables the planner and
         // the plan cache read.
         unsafe {
-            let saved = Self { plan_cache_mode: pg_sys::plan_cache_mode, enable_seqscan: pg_sys::enable_seqscan };
+            let saved = Self {
+                plan_cache_mode: pg_sys::plan_cache_mode,
+                enable_seqscan: pg_sys::enable_seqscan,
+                jit_enabled: pg_sys::jit_enabled,
+            };
             pg_sys::plan_cache_mode = pg_sys::PlanCacheMode::PLAN_CACHE_MODE_FORCE_GENERIC_PLAN as i32;
             pg_sys::enable_seqscan = false;
+            pg_sys::jit_enabled = false;
             saved
         }
     }
@@ -92,6 +103,7 @@ impl Drop for ForceGenericPlan {
         unsafe {
             pg_sys::plan_cache_mode = self.plan_cache_mode;
             pg_sys::enable_seqscan = self.enable_seqscan;
+            pg_sys::jit_enabled = self.jit_enabled;
         }
     }
 }
