@@ -37,6 +37,7 @@ const DEPENDENTS: &str = include_str!("../../sql/queries/dependencies_dependents
 const COUNT_PARTS: &str = include_str!("../../sql/queries/dependencies_count_parts.sql");
 const COUNT_PART: &str = include_str!("../../sql/queries/dependencies_count_part.sql");
 const RELEASE: &str = include_str!("../../sql/queries/dependencies_release.sql");
+const RELEASE_ONE: &str = include_str!("../../sql/queries/dependencies_release_one.sql");
 const WAITING: &str = include_str!("../../sql/queries/dependencies_waiting.sql");
 const CANCEL: &str = include_str!("../../sql/queries/dependencies_cancel.sql");
 const AWAIT: &str = include_str!("../../sql/queries/dependencies_await.sql");
@@ -176,14 +177,18 @@ pub(crate) fn succeeded(
     if done.is_empty() {
         return Ok(());
     }
-    let (jobs, counts): (Vec<i64>, Vec<i32>) = done.into_iter().unzip();
     type Released = (i64, String, bool, i32, TimestampWithTimeZone, bool, bool);
+    let released = if done.len() == 1 {
+        let (job_id, count) = done.pop_first().expect("one job");
+        db.rows::<Released>(RELEASE_ONE, &[job_id.into(), count.into(), now.into()])?
+    } else {
+        let (jobs, counts): (Vec<i64>, Vec<i32>) = done.into_iter().unzip();
+        db.rows::<Released>(RELEASE, &[jobs.into(), counts.into(), now.into()])?
+    };
     // Per queue: the first of the jobs released in claim order, whether one of them has an
     // ordering key, and whether one has a concurrency key.
     let mut queues: BTreeMap<String, (Option<Key>, bool, bool)> = BTreeMap::new();
-    for (id, queue_name, released, priority, available_at, ordered, keyed) in
-        db.rows::<Released>(RELEASE, &[jobs.into(), counts.into(), now.into()])?
-    {
+    for (id, queue_name, released, priority, available_at, ordered, keyed) in released {
         if released {
             let queue = queues.entry(queue_name).or_default();
             if keyed {

@@ -338,6 +338,12 @@ mod tests {
                 "jq_live_jobs_pkey",
             ),
             (
+                include_str!("../../sql/queries/dependencies_release_one.sql"),
+                "bigint, int, timestamptz",
+                "1, 1, now()",
+                "jq_live_jobs_pkey",
+            ),
+            (
                 include_str!("../../sql/queries/dependencies_unpart.sql"),
                 "bigint[]",
                 "ARRAY[3]",
