@@ -764,6 +764,11 @@ fn workflows(cluster: &Cluster, db: &str, owner: &mut Caller, errors: &mut Vec<S
             r#"SELECT jq_enqueue('flow.child', '{{"merge": true}}', depends_on => ARRAY[{good}, {done}]::bigint[])"#
         ),
     )?;
+    // Two more jobs wait for `good` alone: its completion releases three at once.
+    owner.rows(
+        errors,
+        &format!("SELECT * FROM jq_enqueue_batch('flow.child', ARRAY['{{}}', '{{}}']::jsonb[], depends_on => ARRAY[{good}]::bigint[])"),
+    );
     let doomed: Vec<i64> = owner
         .rows(
             errors,
@@ -781,8 +786,8 @@ fn workflows(cluster: &Cluster, db: &str, owner: &mut Caller, errors: &mut Vec<S
         &format!("SELECT jq_enqueue('flow.child', '{{}}', depends_on => ARRAY[{doomed_first}]::bigint[])"),
     )?;
     // The held jobs are in no claim index: the claim takes the two they wait for. One succeeds
-    // (dependencies_release: `merged` waits for nothing more), the other dies (dependencies_waiting
-    // and _cancel, twice: the batch, then the job below its first).
+    // (dependencies_release: `merged` and the two beside it wait for nothing more), the other dies
+    // (dependencies_waiting and _cancel, twice: the batch, then the job below its first).
     for (id, token) in owner.leases(errors, "SELECT id, lease_token FROM jq_claim('flow', 'w', batch_size => 5)") {
         if id == good {
             owner.rows(errors, &format!(r#"SELECT jq_complete({id}, 'w', {token}, '{{"sum": 1}}')"#));
@@ -834,7 +839,7 @@ fn workflows(cluster: &Cluster, db: &str, owner: &mut Caller, errors: &mut Vec<S
 
 /// A fan-in of 17, which the job counts in parts (dependencies_link with parts): one dependency
 /// completes alone (dependencies_count_part), the others in a batch (dependencies_count_parts, and
-/// dependencies_release as parts reach 0), then the job itself (dependencies_unpart).
+/// dependencies_release_one as parts reach 0), then the job itself (dependencies_unpart).
 fn large_fan_in(owner: &mut Caller, errors: &mut Vec<String>) -> Option<()> {
     let wide: Vec<i64> = owner
         .rows(errors, "SELECT * FROM jq_enqueue_batch('flow.wide', array_fill('{}'::jsonb, ARRAY[17]))")
