@@ -5,7 +5,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 PG ?= 15
 export PG
 
-.PHONY: all setup setup-build build install install-release lint test test-unit test-regress test-pgsuite test-isolation test-integration test-browser test-cluster test-package test-readme test-docs docs package demo soak bench bench-quick bench-cluster bench-claim bench-profile bench-reap bench-schema bench-upgrade bench-dashboard clean
+.PHONY: all setup setup-build build install install-release lint test test-unit test-regress test-pgsuite test-isolation test-integration test-browser test-cluster test-package test-readme test-docs docs package demo soak bench bench-quick bench-cluster bench-claim bench-profile bench-reap bench-schema bench-upgrade bench-dashboard bench-dag clean
 
 all: build
 
@@ -128,6 +128,11 @@ bench-schema: setup install-release
 # Where the server's CPU goes per W3 job, against the SKIP LOCKED queue; see bench/profile.sh.
 bench-profile: setup install-release
 	@bench/profile.sh
+
+# What a workflow costs a job against one without dependencies, in one session, job by job in
+# turn; see bench/dag_cost.sh.
+bench-dag: setup install-release
+	@bench/dag_cost.sh
 
 # How soon the background reaper reaps an expired lease; see bench/reap_latency.sh.
 bench-reap: setup install
