@@ -1,8 +1,9 @@
 -- $1 job, $2 how many of its dependencies just succeeded, or for a job that counts them in parts, how
 -- many of its parts just reached 0; $3 now
 -- dependencies_release.sql for a single job, the case of a completion in a chain or in the middle of
--- a large fan-in: one row to lock, in no order to keep, so no locking pass before the update, and
--- the whole of it costs less than that statement's start.
+-- a large fan-in: one row to lock, in no order to keep, so no locking pass before the update, and a
+-- plan of one UPDATE by key where that statement starts a CTE, a lock pass and a join
+-- (`make bench-dag`, bench/README.md "Workflows").
 UPDATE jq_live_jobs j
 SET awaiting = j.awaiting - $2,
     available_at = CASE WHEN j.awaiting - $2 = 0 THEN greatest(j.available_at, $3) ELSE j.available_at END

@@ -67,9 +67,10 @@ fn plan_for(client: &SpiClient, sql: &'static str, args: &[DatumWithOid]) -> spi
 ///   cheaper, and a session plan outlives that moment. Only the planner reads this setting.
 /// - `jit = off`: the planner adds a large cost to a sequential scan it was told to avoid, so a
 ///   statement that can only scan a small table (the token epochs, the queues' settings) looks
-///   dearer than `jit_above_cost`, and with `jit` on, as it is by default, every execution was
-///   compiled: about 0.1 s of a session's first claim and completion each, on a statement that runs
-///   in microseconds. The planner decides that, into the plan, so planning without it is enough.
+///   dearer than `jit_above_cost`, and with `jit` on, as it is by default, each execution would be
+///   compiled: about 0.1 s of a session's first claim and completion each, for a statement that
+///   runs in microseconds (the citizen test `a_new_session_compiles_none_of_its_statements`). The
+///   planner writes that choice into the plan, so planning without it is enough.
 ///
 /// The variables are set directly: that is all the settings' own assignment does, and it costs
 /// nothing per call, unlike `set_config_option`.
