@@ -109,11 +109,7 @@ fn a_new_session_compiles_none_of_its_statements() {
         let done: bool = worker.query_one("SELECT jq_complete($1, 'w', $2)", &[&id, &token]).unwrap().get(0);
         assert!(done, "job {n} completed");
     }
-    let compiled: Vec<String> = admin
-        .query("SELECT left(query, 200) FROM pg_stat_statements WHERE jit_functions > 0", &[])
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
+    let compiled =
+        jq_harness::text_rows(&mut admin, "SELECT left(query, 200) FROM pg_stat_statements WHERE jit_functions > 0");
     assert!(compiled.is_empty(), "compiled with JIT: {compiled:#?}");
 }
