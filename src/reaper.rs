@@ -419,6 +419,39 @@ fn database_name() -> String {
     name
 }
 
+/// Holds the extension for the rest of the transaction, if it is installed: a lock that a concurrent
+/// `DROP EXTENSION` waits for before it locks anything else (it locks the extension first). Without
+/// it, a pass that had locked some of the extension's tables waited for a table the drop had
+/// already locked while the drop waited for ours, and the deadlock check cancelled one of the two,
+/// often the drop (`reaper.rs`, `drop_extension_during_the_workers_passes_never_deadlocks`).
+/// What committed while we waited is looked up again: a drop leaves no extension (`Absent`), and a
+/// drop and a new `CREATE EXTENSION` leave one we do not hold (the next round takes it).
+fn hold_extension() -> Option<Outcome<()>> {
+    let installed = || {
+        // SAFETY: inside the pass's transaction; reads pg_extension by name.
+        unsafe { pg_sys::get_extension_oid(c"pg_jobqueue".as_ptr(), true) }
+    };
+    let extension = installed();
+    if extension == pg_sys::InvalidOid {
+        return Some(Outcome::Absent);
+    }
+    // SAFETY: inside the pass's transaction, which releases the lock at its end. The lock takes in
+    // the invalidations of whatever committed while it waited, so the lookup below sees them.
+    unsafe {
+        pg_sys::LockDatabaseObject(
+            pg_sys::ExtensionRelationId,
+            extension,
+            0,
+            pg_sys::AccessShareLock as pg_sys::LOCKMODE,
+        )
+    };
+    match installed() {
+        now if now == extension => None,
+        now if now == pg_sys::InvalidOid => Some(Outcome::Absent),
+        _ => Some(Outcome::NotDone),
+    }
+}
+
 /// How a pass ended.
 enum Outcome<T> {
     Done(T),
@@ -463,6 +496,9 @@ fn run_pass<T>(what: &str, gate: Gate, pass: impl FnOnce() -> spi::Result<T>) ->
     }
     begin_transaction();
     let outcome: Result<Outcome<T>, Failure> = PgTryBuilder::new(AssertUnwindSafe(|| {
+        if let Some(outcome) = hold_extension() {
+            return Ok(outcome.nothing());
+        }
         let installed = db::rows_planned_per_call::<()>(USE_EXTENSION_SCHEMA, &[]).map(|rows| !rows.is_empty());
         match installed {
             Ok(false) => Ok(Outcome::Absent),
