@@ -30,10 +30,12 @@ WITH due AS (
       AND j.expires_at <= $2
     RETURNING j.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = j.queue_id) AS queue_name,
               j.attempt_count, j.lease_token, j.dependents
+), logged AS (
+    INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, lease_token, error_code, error_message)
+    SELECT e.id, e.queue_name, 'cancelled', 'cancelled', $2, e.attempt_count, e.lease_token, 'EXPIRED',
+           'not claimed before expires_at'
+    FROM expired e
 )
-INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, lease_token, error_code, error_message)
-SELECT e.id, e.queue_name, 'cancelled', 'cancelled', $2, e.attempt_count, e.lease_token, 'EXPIRED',
-       'not claimed before expires_at'
-FROM expired e
--- An expiry cancels the jobs that depend on it (guide, "Workflows").
-RETURNING job_id, queue_name, (SELECT e.dependents FROM expired e WHERE e.id = job_id) AS dependents
+-- From `expired`, not from the INSERT's RETURNING, as reap.sql says why. An expiry cancels the jobs
+-- that depend on it (guide, "Workflows").
+SELECT e.id AS job_id, e.queue_name, e.dependents FROM expired e

@@ -37,12 +37,17 @@ WITH expired AS (
     RETURNING j.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = j.queue_id) AS queue_name, j.status, j.attempt_count, j.lease_token,
               (SELECT o.lease_owner FROM jq_live_jobs o WHERE o.id = j.id) AS lease_owner,
               j.last_error_message, j.dependents
+), logged AS (
+    INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worker, lease_token,
+                               error_code, error_message)
+    SELECT r.id, r.queue_name, 'lease_expired', r.status, $2, r.attempt_count, r.lease_owner,
+           r.lease_token, 'LEASE_EXPIRED', r.last_error_message
+    FROM reaped r
 )
-INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worker, lease_token,
-                           error_code, error_message)
-SELECT r.id, r.queue_name, 'lease_expired', r.status, $2, r.attempt_count, r.lease_owner,
-       r.lease_token, 'LEASE_EXPIRED', r.last_error_message
+-- Read from `reaped`, not from the INSERT's RETURNING: a lookup in `reaped` per returned row would
+-- scan it once per row, quadratic in the pass (4 s for a pass of 10,000 leases). PostgreSQL runs a
+-- data-modifying WITH to its end whether or not the query reads it.
+SELECT r.id AS job_id, r.queue_name, r.status OPERATOR(pg_catalog.=) 'dead' AS dead,
+       -- A death cancels the jobs that depend on it (guide, "Workflows").
+       r.dependents
 FROM reaped r
-RETURNING job_id, queue_name, status OPERATOR(pg_catalog.=) 'dead' AS dead,
-          -- A death cancels the jobs that depend on it (guide, "Workflows").
-          (SELECT r.dependents FROM reaped r WHERE r.id = job_id) AS dependents

@@ -60,6 +60,7 @@ mod tests {
             let plan = Spi::explain_with_args(sql, &args).unwrap();
             assert_no_sort_and_no_seq_scan(&plan.0);
             assert_reads_index(&plan.0, index);
+            assert_no_with_read_per_row(&plan.0);
         }
 
         // Operators' reads and retention grow with live work, not with the succeeded history.
@@ -480,6 +481,20 @@ mod tests {
     fn assert_no_sort_and_no_seq_scan(plan: &serde_json::Value) {
         assert_no_seq_scan(plan);
         assert!(plan_nodes(plan).iter().all(|n| n["Node Type"] != "Sort"), "the plan sorts: {plan}");
+    }
+
+    /// No subquery that runs once per row reads one of the statement's WITH results: it would read
+    /// all of them for every row, quadratic in the rows the statement changes (a reap pass of
+    /// 10,000 leases took 4 s so).
+    fn assert_no_with_read_per_row(plan: &serde_json::Value) {
+        for subplan in plan_nodes(plan).into_iter().filter(|n| n["Parent Relationship"] == "SubPlan") {
+            let read = plan_nodes(subplan).into_iter().find(|n| n["Node Type"] == "CTE Scan");
+            assert!(
+                read.is_none(),
+                "a subquery reads {} once per row: {plan}",
+                read.map_or("", |n| n["CTE Name"].as_str().unwrap_or(""))
+            );
+        }
     }
 
     fn assert_reads_index(plan: &serde_json::Value, index: &str) {
