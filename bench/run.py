@@ -54,6 +54,9 @@ SERVER_CONF = [
     "jit = off",
     # As users who want wake-ups run it: waiting claims are woken through shared memory (W8).
     "shared_preload_libraries = 'pg_jobqueue'",
+    # But no background worker in the measured databases (it would serve every one): expired
+    # leases are recovered by the claims themselves, and W7's passes are all jq_reap()'s own.
+    "pg_jobqueue.reaper_databases = ''",
 ]
 # Jobs a system is expected to move per second in each workload: sizes the prefill so no run drains
 # its queue. A run that drains anyway is repeated with a larger queue.
