@@ -423,7 +423,8 @@ fn database_name() -> String {
 /// `DROP EXTENSION` waits for before it locks anything else (it locks the extension first). Without
 /// it, a pass that had locked some of the extension's tables waited for a table the drop had
 /// already locked while the drop waited for ours, and the deadlock check cancelled one of the two,
-/// often the drop (`reaper.rs`, `drop_extension_during_the_workers_passes_never_deadlocks`).
+/// often the drop (tests/harness/tests/reaper.rs,
+/// `drop_extension_during_the_workers_passes_never_deadlocks`).
 /// What committed while we waited is looked up again: a drop leaves no extension (`Absent`), and a
 /// drop and a new `CREATE EXTENSION` leave one we do not hold (the next round takes it).
 fn hold_extension() -> Option<Outcome<()>> {
