@@ -13,6 +13,7 @@ use pgrx::prelude::*;
 use pgrx::spi;
 
 use crate::db::{self, clock};
+use crate::shared::key_lock::KeyLock;
 use crate::{input, rights};
 
 const DAYS_MISSING: &str = include_str!("../../sql/queries/history_days_missing.sql");
@@ -35,6 +36,9 @@ const HOLD_COMPLETIONS: &str = "LOCK TABLE jq_job_history IN SHARE MODE";
 /// check (deadlock_timeout, 1 s by default) would pick a victim, which could be that other
 /// transaction. What it gives up on, a later prune makes.
 const CLAIM_LOCK_TIMEOUT: &str = "50ms";
+/// The key lock (`shared::key_lock`, of a queue name no queue has) that one prune at a time holds
+/// while it changes history (`history_lock`).
+const DAYS_LOCK: (&str, &str) = ("", "history days");
 
 /// Who runs a prune, which says how long its partition DDL may wait for a lock.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -69,23 +73,58 @@ fn jq_prune(max_jobs: default!(Option<i32>, 10000)) -> spi::Result<i32> {
 /// read-only, so a prune that finds nothing to do takes no transaction id.
 pub fn prune(max_jobs: i32, by: By) -> spi::Result<i32> {
     let now = clock::now();
-    add_days(now, by)?;
-    let whole_days = drop_expired_days(now, by)?;
+    // History, its days and its rows, one session at a time (see `history_lock`); a session that
+    // finds it taken leaves history to the one that holds it and prunes the rest.
+    let history = history_lock();
+    let whole_days = if history { change_days(now, by)? } else { 0 };
     let cancelled = db::count_planned_per_call(PRUNE_CANCELLED, &[max_jobs.into(), now.into()])?;
-    let rows = db::count_planned_per_call(PRUNE_HISTORY, &[(max_jobs - cancelled).into(), now.into()])?;
+    let rows = if history {
+        db::count_planned_per_call(PRUNE_HISTORY, &[(max_jobs - cancelled).into(), now.into()])?
+    } else {
+        0
+    };
     // Not jobs: not counted in what jq_prune returns.
     db::count_planned_per_call(PRUNE_RATE_COUNTS, &[max_jobs.into(), now.into()])?;
     db::rows_planned_per_call::<()>(PRUNE_GRANTS, &[])?;
     Ok(whole_days.saturating_add(cancelled).saturating_add(rows))
 }
 
-/// Makes the day partitions of history from the day of `now` to two days later that are missing. A
-/// day that cannot be made now (its lock was not granted in time, or the default partition holds
-/// jobs of that day) is left to the next prune; its jobs go to the default partition meanwhile.
-pub fn add_days(now: TimestampWithTimeZone, by: By) -> spi::Result<()> {
-    for (create, by_id, by_queue, attach, current) in
-        db::read_only_rows::<(String, String, String, String, bool)>(DAYS_MISSING, &[now.into()])?
-    {
+/// Takes the key lock under which one prune at a time changes history, without waiting, and keeps
+/// it until the transaction ends (when what that prune made is seen by all); false when another
+/// session holds it.
+///
+/// Two prunes at once (the background worker's first pass and a claim's just after CREATE
+/// EXTENSION, or jq_prune beside either) deadlocked: making the same days, each held a lock the
+/// other's next DDL needed (the SHARE lock on jq_job_history against the other's ATTACH, a new
+/// day's name against the other's CREATE); and the row-by-row prune of one read the default
+/// partition, which the other's ATTACH locks, before it waited for the other's SHARE lock. One of
+/// them waited `deadlock_timeout` to be chosen as the victim, a claim meanwhile holding its rows.
+fn history_lock() -> bool {
+    match KeyLock::try_take(DAYS_LOCK.0, DAYS_LOCK.1) {
+        Some(lock) => {
+            lock.keep();
+            true
+        }
+        None => {
+            debug1!("pg_jobqueue: another session is pruning the history");
+            false
+        }
+    }
+}
+
+/// History's days: makes those from the day of `now` to two days later that are missing, then
+/// truncates and drops those that no queue keeps any longer. Returns how many jobs the dropped
+/// days held.
+fn change_days(now: TimestampWithTimeZone, by: By) -> spi::Result<i32> {
+    add_days(db::read_only_rows(DAYS_MISSING, &[now.into()])?, by);
+    drop_expired_days(db::read_only_rows(DAYS_EXPIRED, &[now.into()])?, by)
+}
+
+/// Makes the `missing` days. A day that cannot be made now (its lock was not granted in time, or
+/// the default partition holds jobs of that day) is left to the next prune; its jobs go to the
+/// default partition meanwhile.
+fn add_days(missing: Vec<(String, String, String, String, bool)>, by: By) {
+    for (create, by_id, by_queue, attach, current) in missing {
         // Today's day, made late (the first prune after install, or after days without one):
         // completions in flight route today's jobs to the default partition, and one that does so
         // after the ATTACH commits fails its partition check. So the attach first waits for the
@@ -99,15 +138,14 @@ pub fn add_days(now: TimestampWithTimeZone, by: By) -> spi::Result<()> {
             debug1!("pg_jobqueue: a day of history is not made yet: {why}");
         }
     }
-    Ok(())
 }
 
-/// Truncates and drops the days of history that no queue keeps any longer, with their jobs' events.
-/// Returns how many jobs they held. A day whose lock was not granted in time is left to the next
-/// prune; a day truncated but not dropped is dropped by a later one.
-fn drop_expired_days(now: TimestampWithTimeZone, by: By) -> spi::Result<i32> {
+/// Truncates and drops the `expired` days of history, with their jobs' events. Returns how many
+/// jobs they held. A day whose lock was not granted in time is left to the next prune; a day
+/// truncated but not dropped is dropped by a later one.
+fn drop_expired_days(expired: Vec<(String,)>, by: By) -> spi::Result<i32> {
     let mut pruned = 0i32;
-    for (day,) in db::read_only_rows::<(String,)>(DAYS_EXPIRED, &[now.into()])? {
+    for (day,) in expired {
         let count = db::read_only_rows::<(i64,)>(&format!("SELECT pg_catalog.count(*) FROM {day}"), &[])?
             .pop()
             .map_or(0, |(n,)| n);

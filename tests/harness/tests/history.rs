@@ -188,6 +188,45 @@ fn a_prune_that_cannot_lock_the_history_gives_up_and_completions_go_on() {
     assert_eq!(one::<i64>(&mut client, "SELECT count(*) FROM jq_jobs WHERE status = 'succeeded'"), 2);
 }
 
+/// Two sessions making the missing days at once (the background worker's first pass and a
+/// claim's just after CREATE EXTENSION, or jq_prune beside either) must not deadlock: each held a
+/// lock the other's next statement needed, and one waited `deadlock_timeout` (1 s by default) to
+/// be chosen as the victim, a claim meanwhile holding its rows. One makes the days; the other
+/// leaves them to it. A short `deadlock_timeout` and `log_lock_waits` make any deadlock show in
+/// the server's log.
+#[test]
+fn two_prunes_making_the_days_at_once_never_deadlock() {
+    let cluster = Cluster::start_with(&["deadlock_timeout = '10ms'", "log_lock_waits = on"]);
+    let mut client = cluster.connect();
+    let days_sql = "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                    WHERE i.inhparent = 'jq_job_history'::regclass AND c.relname <> 'jq_job_history_default'";
+    for round in 0..20 {
+        for day in text_rows(&mut client, days_sql) {
+            client.batch_execute(&format!("DROP TABLE {day}")).unwrap();
+        }
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let prunes: Vec<_> = (0..2)
+            .map(|_| {
+                let (mut session, barrier) = (cluster.connect(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    session
+                        .query_one("SELECT jq_prune()", &[])
+                        .map(|_| ())
+                        .map_err(|e| format!("{:?}", e.as_db_error()))
+                })
+            })
+            .collect();
+        for prune in prunes {
+            prune.join().unwrap().unwrap_or_else(|e| panic!("round {round}: jq_prune failed: {e}"));
+        }
+        assert_eq!(text_rows(&mut client, days_sql).len(), 3, "round {round}: today and the next two days");
+        let deadlocks: Vec<String> =
+            cluster.log().lines().filter(|line| line.contains("deadlock")).map(str::to_owned).collect();
+        assert!(deadlocks.is_empty(), "round {round}: the two prunes deadlocked:\n{}", deadlocks.join("\n"));
+    }
+}
+
 /// `jq_prune` is maintenance that runs every minute: once the coming days exist, a prune that finds
 /// nothing to delete must not take a transaction id (which writes a commit record).
 #[test]
