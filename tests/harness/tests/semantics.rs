@@ -6,6 +6,8 @@
 //! end(first) < start(second) in that numbering, so the log gives an exact order to check.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
@@ -387,4 +389,99 @@ fn without_preload_a_job_enqueued_already_starving_is_claimed_first_within_a_sec
         started.elapsed().as_secs_f64(),
         before - 1
     );
+}
+
+/// Claims and completes jobs of `queue`, `batch` at a time, until a claim finds none and `until`
+/// says the claims may stop; returns how many it completed.
+fn claim_and_complete(
+    mut client: Client,
+    queue: &'static str,
+    worker: String,
+    batch: i32,
+    until: Arc<AtomicBool>,
+) -> usize {
+    let mut completed = 0;
+    loop {
+        let rows = client
+            .query("SELECT id, lease_token FROM jq_claim($1, $2, interval '1 minute', $3)", &[&queue, &worker, &batch])
+            .unwrap_or_else(|e| panic!("{worker}: a claim failed: {e:?}"));
+        if rows.is_empty() {
+            if until.load(Ordering::SeqCst) {
+                return completed;
+            }
+            thread::sleep(Duration::from_millis(1));
+            continue;
+        }
+        let ids: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+        let tokens: Vec<i64> = rows.iter().map(|r| r.get(1)).collect();
+        let done = client
+            .query("SELECT * FROM jq_complete_batch($1, $2, $3)", &[&ids, &worker, &tokens])
+            .unwrap_or_else(|e| panic!("{worker}: completing {ids:?} failed: {e:?}"));
+        assert_eq!(done.len(), ids.len(), "{worker}: a completion of {ids:?} was refused");
+        completed += ids.len();
+    }
+}
+
+/// Large fan-ins under eight completing sessions (guide, "Workflows"): 20 jobs, each depending on
+/// 100 others and so counting them in parts, which eight sessions claim and complete side by side,
+/// half of them one job at a time and half in batches of up to 5, while a ninth claims the 20 as
+/// they are released. Completions count down parts and then the job's row, batches several of
+/// each, in the order of their keys: none may deadlock (its completion would fail) or lose a
+/// count, and each of the 20 runs exactly once, claimed after every one of its dependencies
+/// finished.
+#[test]
+fn large_fan_ins_under_eight_completers_never_deadlock_and_release_once() {
+    let cluster = Cluster::start_with(&["deadlock_timeout = '50ms'"]);
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "DO $$
+             DECLARE parents bigint[];
+             BEGIN
+                 FOR unit IN 1 .. 20 LOOP
+                     parents := ARRAY(SELECT jq_enqueue_batch('fan', array_fill('{}'::jsonb, ARRAY[100])));
+                     PERFORM jq_enqueue('merged', '{}', depends_on => parents);
+                 END LOOP;
+             END $$",
+        )
+        .unwrap();
+    let (always, fans_done) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicBool::new(false)));
+    let fans: Vec<_> = (0..8)
+        .map(|w| {
+            let (client, always) = (cluster.connect(), always.clone());
+            thread::spawn(move || {
+                claim_and_complete(client, "fan", format!("w{w}"), if w % 2 == 0 { 1 } else { 5 }, always)
+            })
+        })
+        .collect();
+    let merges = {
+        let (client, fans_done) = (cluster.connect(), fans_done.clone());
+        thread::spawn(move || claim_and_complete(client, "merged", "m".into(), 5, fans_done))
+    };
+    for fan in fans {
+        fan.join().expect("a completing session failed");
+    }
+    fans_done.store(true, Ordering::SeqCst);
+    merges.join().expect("the merging session failed");
+    let row = client
+        .query_one(
+            "SELECT count(*) FILTER (WHERE queue_name = 'fan' AND status = 'succeeded'),
+                    count(*) FILTER (WHERE queue_name = 'merged' AND status = 'succeeded' AND attempt_count = 1),
+                    (SELECT count(*) FROM jq_dependency_parts)
+             FROM jq_jobs",
+            &[],
+        )
+        .unwrap();
+    let (succeeded, merged, parts): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!((succeeded, merged, parts), (2000, 20, 0), "dependencies succeeded, merges run once, parts left");
+    let early: i64 = client
+        .query_one(
+            "SELECT count(*) FROM jq_jobs m
+             WHERE m.queue_name = 'merged'
+               AND m.claimed_at < (SELECT max(p.finished_at) FROM jq_jobs p WHERE p.id = ANY (m.depends_on))",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(early, 0, "a job was claimed before its last dependency finished");
 }
