@@ -38,7 +38,7 @@ const HOLD_COMPLETIONS: &str = "LOCK TABLE jq_job_history IN SHARE MODE";
 const CLAIM_LOCK_TIMEOUT: &str = "50ms";
 /// The key lock (`shared::key_lock`, of a queue name no queue has) that one prune at a time holds
 /// while it changes history (`history_lock`).
-const DAYS_LOCK: (&str, &str) = ("", "history days");
+const HISTORY_LOCK: (&str, &str) = ("", "history");
 
 /// Who runs a prune, which says how long its partition DDL may wait for a lock.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -100,7 +100,7 @@ pub fn prune(max_jobs: i32, by: By) -> spi::Result<i32> {
 /// partition, which the other's ATTACH locks, before it waited for the other's SHARE lock. One of
 /// them waited `deadlock_timeout` to be chosen as the victim, a claim meanwhile holding its rows.
 fn history_lock() -> bool {
-    match KeyLock::try_take(DAYS_LOCK.0, DAYS_LOCK.1) {
+    match KeyLock::try_take(HISTORY_LOCK.0, HISTORY_LOCK.1) {
         Some(lock) => {
             lock.keep();
             true
