@@ -252,8 +252,9 @@ mod unit {
             for fairness_only in ["oldest AS", "starving AS", ") AS starving\n", "FROM oldest"] {
                 assert!(CLAIM.contains(fairness_only) && !lean.contains(fairness_only), "{fairness_only}");
             }
-            assert!(lean.contains("\n       NULL::timestamptz AS oldest_pending, NULL::int AS one_priority\n"));
-            for both in ["picked AS (", ") AS at_front", ") AS below_front", "claimed AS (", "FROM claimed"] {
+            assert!(lean.contains("\n          NULL::timestamptz AS oldest_pending, NULL::int AS one_priority\n"));
+            for both in ["picked AS (", ") AS at_front", ") AS below_front", "UPDATE jq_live_jobs j", "RETURNING j.id"]
+            {
                 assert!(lean.contains(both), "{both}");
             }
             let markers = ["-- fairness: begin", "-- fairness: end"];
