@@ -13,6 +13,14 @@ ALTER TABLE jq_live_jobs
     ADD COLUMN dependents boolean NOT NULL DEFAULT false;
 ALTER TABLE jq_job_history ADD COLUMN depends_on bigint[];
 
+-- Whether a queue has had a job of a priority other than 0 (src/api/settings.rs): until then its
+-- claims walk one priority (sql/queries/claim.sql). From the jobs that may still be claimed or
+-- re-driven; an enqueue sets it from now on. The UPDATE's trigger tells every session to read the
+-- settings again.
+ALTER TABLE jq_queue_ids ADD COLUMN priorities boolean NOT NULL DEFAULT false;
+UPDATE jq_queue_ids n SET priorities = true
+WHERE EXISTS (SELECT 1 FROM jq_live_jobs j WHERE j.queue_id = n.queue_id AND j.priority <> 0);
+
 -- Held jobs are in neither claim index. Every job of 0.3.0 waits for nothing, so the new claim
 -- indexes hold what the old ones held; they are built before the old ones go, so that claims of
 -- other sessions, which wait for this transaction's lock on the table, plan onto them at once.

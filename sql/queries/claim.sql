@@ -14,13 +14,17 @@
 -- A job whose `expires_at` has passed is never picked (each branch says so); the expiry sweep
 -- cancels it (expire.sql).
 --
--- Four statements are made from this file (src/api/claim/take.rs, `statement`), each with only the
--- parts its queue uses. Without the fairness check, for claims while the queue's fairness bound
--- says no job can be starving (src/shared/front.rs; guide, "Fairness"): the lines from each
--- "fairness: begin" to its "fairness: end" are left out, and each line marked "without fairness:"
--- is taken in instead. The fairness check is half of this plan, which every execution starts and
--- ends again. And with or without the ordering-key check (parts/ordering_key_check.sql), which
--- takes the place of each "ordering key check" line. The plan tests check every statement.
+-- Six statements are made from this file (src/api/claim/take.rs, `statement` and
+-- `statement_one_priority`), each with only the parts its queue uses. Without the fairness check,
+-- for claims while the queue's fairness bound says no job can be starving (src/shared/front.rs;
+-- guide, "Fairness"): the lines from each "fairness: begin" to its "fairness: end" are left out,
+-- and each line marked "without fairness:" is taken in instead. The fairness check is half of this
+-- plan, which every execution starts and ends again. Without the fairness check and without the
+-- walk below the front's priority (from "priorities: begin" to "priorities: end"), for a queue
+-- that has only had jobs of priority 0 while its front is on that priority (jq_queue_ids,
+-- `priorities`): the rest of the front's priority is then the whole claim order. And each of
+-- those with the ordering-key check (parts/ordering_key_check.sql) or not, which takes the place
+-- of each "ordering key check" line. The plan tests check every statement.
 --
 -- Plan notes, checked by the plan tests: src/api/claim/take.rs runs this with a generic plan, prepared once per
 -- session. The UPDATE finds the locked rows by `ctid = ANY(...)`, a TID scan whatever the statistics
@@ -155,6 +159,7 @@ picked AS (
         LIMIT $4
         FOR UPDATE OF j SKIP LOCKED
     ) AS at_front
+-- priorities: begin
     UNION ALL
     SELECT ctid FROM (
         SELECT j.ctid
@@ -170,4 +175,5 @@ picked AS (
         LIMIT $4
         FOR UPDATE OF j SKIP LOCKED
     ) AS below_front
+-- priorities: end
     LIMIT $4

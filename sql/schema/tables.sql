@@ -76,7 +76,10 @@ CREATE TABLE jq_queue_ids (
                CONSTRAINT jq_queue_ids_name_valid CHECK (queue_name ~ '^[A-Za-z0-9_.:-]{1,60}$'),
     -- Some job of the queue has had an ordering key: set by the first such enqueue, never cleared.
     -- Until then its claims run without the ordering-key check (src/api/settings.rs).
-    ordering_keys boolean NOT NULL DEFAULT false
+    ordering_keys boolean NOT NULL DEFAULT false,
+    -- Some job of the queue has had a priority other than 0: set by the first such enqueue, never
+    -- cleared. Until then its claims walk one priority of the claim index (src/api/claim/take.rs).
+    priorities boolean NOT NULL DEFAULT false
 );
 
 -- A plain sequence rather than an identity column: pg_dump can then keep its position through

@@ -179,6 +179,21 @@ mod tests {
                     assert_sized_to_the_queue(&claim, ordered);
                 }
             }
+            // The lean claim of a queue that has only had jobs of priority 0: one index walk.
+            for ordered in [false, true] {
+                let claim = generic_plan(
+                    crate::api::claim::statement_one_priority(ordered),
+                    CLAIM_TYPES,
+                    &format!("'q1', 'w', '1 minute', {batch}, now(), 1, 0, 0, now() - interval '1 hour', 5000, NULL, '5 minutes'"),
+                );
+                assert_no_sort_and_no_seq_scan(&claim);
+                assert_reads_index(&claim, "jq_live_jobs_claim");
+                assert_has_node(&claim, "Tid Scan");
+                assert_front_bounds_the_index_walk(&claim);
+                assert_sized_to_the_queue(&claim, ordered);
+                let walks = plan_nodes(&claim).iter().filter(|n| n["Index Name"] == "jq_live_jobs_claim").count();
+                assert_eq!(walks, 1, "{claim}");
+            }
         }
         // The key rotation: the next keys by a skip scan, then one range of each key's pending jobs
         // and one of its running ones.

@@ -3,7 +3,7 @@
 //! the table's statement trigger, which sends an invalidation of the table to every session at
 //! commit (to this one at the end of the command); so does a change of jq_queue_ids: a queue's
 //! first enqueue, which gives it its number, or one that sets its `ordering_keys`
-//! (`ordering_keys_used`). Each session's callback then forgets every queue's settings, and the
+//! (`ordering_keys_used`) or its `priorities` (`priorities_used`). Each session's callback then forgets every queue's settings, and the
 //! next claim reads them again. Invalidations are taken in at the start of every transaction, and a
 //! waiting claim takes them in before each look. A transaction (or savepoint) that rolls back has
 //! its invalidations replayed in its own session, so nothing read of its changes stays kept: not
@@ -13,7 +13,9 @@
 //! would have had it begun a moment sooner; what the settings guard is checked again where it
 //! must be exact: a concurrency limit under the queue's row lock (`claim::admit`), a rate under
 //! the queue's rate lock (`rates`), and an ordering key by the statements themselves, which take
-//! no job with an ordering key while the settings say the queue has none (`claim::take`).
+//! no job with an ordering key while the settings say the queue has none (`claim::take`). A
+//! priority is a preference: a claim that has not yet heard of a queue's first job of another
+//! priority takes the jobs of the priority it walks, as it would have a moment sooner.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -27,6 +29,7 @@ use crate::db::{self, Column, FromRow};
 
 const READ: &str = include_str!("../../sql/queries/queue_settings.sql");
 const ORDERING_KEYS_USED: &str = include_str!("../../sql/queries/queue_ordering_keys.sql");
+const PRIORITIES_USED: &str = include_str!("../../sql/queries/queue_priorities.sql");
 const NAME: &str = include_str!("../../sql/queries/queue_name.sql");
 const ANY_KEEP_NOTHING: &str = include_str!("../../sql/queries/queue_any_keeps_nothing.sql");
 
@@ -38,6 +41,8 @@ pub struct Settings {
     pub queue_id: Option<i32>,
     /// Some job of the queue has had an ordering key (guide, "jq_enqueue": `ordering_key`); never cleared.
     pub ordering_keys: bool,
+    /// Some job of the queue has had a priority other than 0; never cleared.
+    pub priorities: bool,
     pub default_lease: Interval,
     pub max_runtime: Option<Interval>,
     pub paused: bool,
@@ -67,20 +72,21 @@ impl FromRow for Read {
         let settings = Settings {
             queue_id: Column::column(row, 1)?,
             ordering_keys: Column::column(row, 2)?,
-            default_lease: Column::column(row, 3)?,
-            max_runtime: Column::column(row, 4)?,
-            paused: Column::column(row, 5)?,
-            concurrency_limit: Column::column(row, 6)?,
-            starvation_limit: Column::column(row, 7)?,
-            starvation_limit_us: Column::column(row, 8)?,
+            priorities: Column::column(row, 3)?,
+            default_lease: Column::column(row, 4)?,
+            max_runtime: Column::column(row, 5)?,
+            paused: Column::column(row, 6)?,
+            concurrency_limit: Column::column(row, 7)?,
+            starvation_limit: Column::column(row, 8)?,
+            starvation_limit_us: Column::column(row, 9)?,
             rates: Rates {
-                queue: rate(Column::column(row, 9)?, Column::column(row, 10)?),
-                key: rate(Column::column(row, 11)?, Column::column(row, 12)?),
+                queue: rate(Column::column(row, 10)?, Column::column(row, 11)?),
+                key: rate(Column::column(row, 12)?, Column::column(row, 13)?),
             },
-            notify: Column::column(row, 13)?,
-            max_attempts: Column::column(row, 14)?,
+            notify: Column::column(row, 14)?,
+            max_attempts: Column::column(row, 15)?,
         };
-        Ok(Read { settings, tables: [Column::column(row, 15)?, Column::column(row, 16)?] })
+        Ok(Read { settings, tables: [Column::column(row, 16)?, Column::column(row, 17)?] })
     }
 }
 
@@ -146,6 +152,15 @@ pub fn ordering_keys_used(db: &mut db::Session, queue_name: &str) -> spi::Result
         return Ok(());
     }
     db.rows::<()>(ORDERING_KEYS_USED, &[queue_name.into()]).map(drop)
+}
+
+/// An enqueue of a job with a priority other than 0: as `ordering_keys_used`, so that claims of
+/// the queue walk every priority from then on (`claim::take`).
+pub fn priorities_used(db: &mut db::Session, queue_name: &str, priority: i32) -> spi::Result<()> {
+    if priority == 0 || of(queue_name)?.priorities {
+        return Ok(());
+    }
+    db.rows::<()>(PRIORITIES_USED, &[queue_name.into()]).map(drop)
 }
 
 fn register_callback() {

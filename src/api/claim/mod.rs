@@ -25,7 +25,9 @@ use pgrx::spi;
 
 // The plan tests (`api::plans`) check these statements' generic plans.
 #[cfg(any(test, feature = "pg_test"))]
-pub(crate) use {admit::slot_free, prepare::ANY_DUE, take::statement, take::statements_keyed};
+pub(crate) use {
+    admit::slot_free, prepare::ANY_DUE, take::statement, take::statement_one_priority, take::statements_keyed,
+};
 
 use super::{maintenance, wait, wait::Look};
 use crate::db::{clock, payload::Payload};
@@ -130,6 +132,31 @@ mod tests {
     use pgrx::prelude::*;
 
     use crate::testing::*;
+
+    /// A queue that has only had jobs of priority 0 claims with one range of the claim index, from
+    /// its front on (claim.sql, "priorities"). Its first job of another priority marks the queue,
+    /// and claims walk every priority again: a lower one is claimed while the front's has nothing
+    /// due, not left behind a front that claims no longer look below.
+    #[pg_test]
+    fn a_first_job_of_another_priority_is_claimed_below_the_front() {
+        let marked = "SELECT priorities FROM jq_queue_ids WHERE queue_name = 'p'";
+        one::<i64>("SELECT count(*) FROM jq_enqueue_batch('p', array_fill('{}'::jsonb, ARRAY[3]))");
+        one::<i64>("SELECT jq_enqueue('p', '{}', run_at => clock_timestamp() + interval '1 hour')");
+        // The first claim's fairness check finds one priority, so the next ones are lean; claims
+        // put the front on priority 0, the last of them finding nothing due.
+        for taken in [1, 1, 1, 0, 0] {
+            assert_eq!(one::<i64>("SELECT count(*) FROM jq_claim('p', 'w')"), taken);
+        }
+        assert!(!one::<bool>(marked));
+        let low = one::<i64>("SELECT jq_enqueue('p', '{}', priority => -1)");
+        assert!(one::<bool>(marked));
+        assert_eq!(one::<i64>("SELECT coalesce(max(id), 0) FROM jq_claim('p', 'w')"), low);
+        // A batch of another priority marks its queue too.
+        one::<i64>("SELECT count(*) FROM jq_enqueue_batch('b', ARRAY['{}'::jsonb])");
+        assert!(!one::<bool>("SELECT priorities FROM jq_queue_ids WHERE queue_name = 'b'"));
+        one::<i64>("SELECT count(*) FROM jq_enqueue_batch('b', ARRAY['{}'::jsonb], priority => 3)");
+        assert!(one::<bool>("SELECT priorities FROM jq_queue_ids WHERE queue_name = 'b'"));
+    }
 
     #[pg_test]
     fn claim_follows_priority_then_available_at_then_id() {

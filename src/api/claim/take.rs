@@ -131,6 +131,9 @@ pub(super) fn take(
         return Ok(Taken::default());
     };
     let mark = front.mark();
+    // One range of the claim index is the whole claim order while every job the queue has had is
+    // of priority 0 and the front is on it (claim.sql, "priorities").
+    let one_priority = !settings.priorities && mark.priority == 0;
     let args = |batch_size: i32| -> Args {
         [
             queue_name.into(),
@@ -150,10 +153,12 @@ pub(super) fn take(
     tokens::lease_write(|| {
         db::connect(|db| {
             if settings.concurrency_limit.is_none() {
-                return in_turn(db, queue_name, batch_size, args, front.fair, settings, now.into());
+                return in_turn(db, queue_name, batch_size, args, front.fair, one_priority, settings, now.into());
             }
             match admit::free_slots(db, queue_name, waiting, now)? {
-                Some(free) => in_turn(db, queue_name, batch_size.min(free), args, front.fair, settings, now.into()),
+                Some(free) => {
+                    in_turn(db, queue_name, batch_size.min(free), args, front.fair, one_priority, settings, now.into())
+                }
                 None => Ok(Taken::default()),
             }
         })
@@ -166,13 +171,16 @@ pub(super) fn take(
 /// Each takes what the one before left of the batch, and the keys go on after the jobs without a
 /// key, so that a claim finds nothing only when neither has a claimable job (in the keys it
 /// visits: at most `keys::MOST_KEYS_PER_CLAIM` per look). `args(n)` are the claim statement's
-/// arguments for a batch of n; `fair`: the queue's fairness bound says no job can be starving.
+/// arguments for a batch of n; `fair`: the queue's fairness bound says no job can be starving;
+/// `one_priority`: the queue has only had jobs of priority 0, and the front is on it.
+#[allow(clippy::too_many_arguments)]
 fn in_turn(
     db: &mut Session,
     queue_name: &str,
     batch_size: i32,
     args: impl Fn(i32) -> Args,
     fair: bool,
+    one_priority: bool,
     settings: &Settings,
     now: pg_sys::TimestampTz,
 ) -> spi::Result<Taken> {
@@ -194,7 +202,8 @@ fn in_turn(
     if left == 0 {
         return Ok(taken);
     }
-    let rows: Vec<Row> = db.rows(statement(fair, ordered), &args(left))?;
+    let sql = if fair && one_priority { statement_one_priority(ordered) } else { statement(fair, ordered) };
+    let rows: Vec<Row> = db.rows(sql, &args(left))?;
     taken.fairness = rows.first().filter(|_| !fair).map(|row| Fairness {
         oldest: row.oldest_pending.map(pg_sys::TimestampTz::from),
         limit: settings.starvation_limit_us,
@@ -225,6 +234,17 @@ pub(crate) fn statement(lean: bool, ordered: bool) -> &'static str {
         ]
     });
     &STATEMENTS[usize::from(lean) * 2 + usize::from(ordered)]
+}
+
+/// The lean claim statement for a queue that has only had jobs of priority 0, while its front is
+/// on that priority: without the walk of the priorities below the front (claim.sql,
+/// "priorities"), which cost every claim five plan nodes to start and end and could find nothing.
+pub(crate) fn statement_one_priority(ordered: bool) -> &'static str {
+    static STATEMENTS: LazyLock<[String; 2]> = LazyLock::new(|| {
+        let lean = without_sections(&without_sections(CLAIM, "fairness"), "priorities");
+        [ordering_keys(&lean, false), ordering_keys(&lean, true)]
+    });
+    &STATEMENTS[usize::from(ordered)]
 }
 
 /// The keyed claim statements: `claim_keyed.sql` with `parts/claim_update.sql`, without its
@@ -262,6 +282,20 @@ mod unit {
         }
     }
 
+    /// A queue of one priority claims with one range of the claim index: the lean statement without
+    /// its walk below the front, and nothing else left out.
+    #[test]
+    fn the_one_priority_claim_is_the_lean_claim_without_the_walk_below_the_front() {
+        for ordered in [false, true] {
+            let (one, lean) = (statement_one_priority(ordered), statement(true, ordered));
+            assert!(lean.contains(") AS below_front") && lean.contains("UNION ALL"));
+            assert!(!one.contains(") AS below_front") && !one.contains("UNION ALL"), "{one}");
+            assert!(one.contains(") AS at_front") && one.contains("RETURNING j.id"));
+            assert_eq!(one, without_sections(lean, "priorities"));
+            assert!(one.lines().all(|line| !line.trim().starts_with("-- priorities:")));
+        }
+    }
+
     /// The ordering-key check (guide, "jq_enqueue": `ordering_key`) has one source, taken in at each place a
     /// claim statement walks pending jobs; a statement without it takes no job with an ordering
     /// key at each of those places, and differs from the one with it in nothing else.
@@ -272,6 +306,7 @@ mod unit {
         let made = [
             (statement(false, false), statement(false, true), 4),
             (statement(true, false), statement(true, true), 2),
+            (statement_one_priority(false), statement_one_priority(true), 1),
             (statements_keyed(false).0, statements_keyed(true).0, 1),
             (statements_keyed(false).1, statements_keyed(true).1, 2),
         ];

@@ -349,6 +349,10 @@ fn an_upgrade_from_0_3_0_keeps_every_job_and_lets_new_jobs_depend_on_them() {
         text_rows(c, "SELECT queue_name || ' ' || held_by_dependency FROM jq_queue_stats ORDER BY queue_name")
     };
     assert_eq!(held_by_dependency(&mut new), ["kept 0", "parents 0"]);
+    // A queue with jobs of a priority other than 0 is marked so, and its claims walk every priority.
+    let priorities = "SELECT queue_name || ' ' || priorities FROM jq_queue_ids
+                      WHERE queue_name IN ('kept', 'parents') ORDER BY queue_name";
+    assert_eq!(text_rows(&mut new, priorities), ["kept true", "parents false"]);
     let complete = |c: &mut Client, (id, token): (i64, i64), worker: &str| -> bool {
         c.query_one("SELECT jq_complete($1, $2, $3)", &[&id, &worker, &token]).unwrap().get(0)
     };
