@@ -1,10 +1,11 @@
 -- $1 queue_name
--- What a claim or an enqueue applies of a queue, read once per session and kept until jq_queues or jq_queue_ids
--- change (src/api/settings.rs): the queue's number (NULL before its first enqueue), whether it
--- has ever had a job with an ordering key, and whether one with a priority other than 0; then its settings, a queue without a row having the
--- tables' defaults (the queue's max_attempts last); then each rate limit with its period in microseconds (as interval comparison
--- counts them: a month is 30 days); its notify setting (NULL: while someone listens); and the two
--- tables' oids, whose invalidations say a setting changed.
+-- What a claim or an enqueue applies of a queue, read once per session and kept until jq_queues or
+-- jq_queue_ids change (src/api/settings.rs): the queue's number (NULL before its first enqueue),
+-- whether it has ever had a job with an ordering key, and whether one with a priority other than 0;
+-- then its settings, a queue without a row having the tables' defaults (the queue's max_attempts
+-- last); then each rate limit with its period in microseconds (as interval comparison counts them:
+-- a month is 30 days); its notify setting (NULL: while someone listens); and the two tables' oids,
+-- whose invalidations say a setting changed.
 SELECT n.queue_id,
        coalesce(n.ordering_keys, false),
        coalesce(n.priorities, false),

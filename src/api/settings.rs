@@ -3,11 +3,12 @@
 //! the table's statement trigger, which sends an invalidation of the table to every session at
 //! commit (to this one at the end of the command); so does a change of jq_queue_ids: a queue's
 //! first enqueue, which gives it its number, or one that sets its `ordering_keys`
-//! (`ordering_keys_used`) or its `priorities` (`priorities_used`). Each session's callback then forgets every queue's settings, and the
-//! next claim reads them again. Invalidations are taken in at the start of every transaction, and a
-//! waiting claim takes them in before each look. A transaction (or savepoint) that rolls back has
-//! its invalidations replayed in its own session, so nothing read of its changes stays kept: not
-//! a queue number given by a first enqueue that rolled back, which a later one would not get again.
+//! (`ordering_keys_used`) or its `priorities` (`priorities_used`). Each session's callback then
+//! forgets every queue's settings, and the next claim reads them again. Invalidations are taken in
+//! at the start of every transaction, and a waiting claim takes them in before each look. A
+//! transaction (or savepoint) that rolls back has its invalidations replayed in its own session, so
+//! nothing read of its changes stays kept: not a queue number given by a first enqueue that rolled
+//! back, which a later one would not get again.
 //!
 //! A claim that began just as a change committed may still apply the settings before it, as it
 //! would have had it begun a moment sooner; what the settings guard is checked again where it

@@ -2,8 +2,8 @@
 -- running under a lease with the next fencing token, and are returned. Parameters as in claim.sql.
 --
 -- The UPDATE is the statement itself, returning what the claim returns: as a CTE read by a final
--- SELECT it cost every claim a CTE scan over a stored copy of its rows, two more plan nodes to
--- start and end (bench/README.md, "Where W3, W1 and the WAL stand").
+-- SELECT it cost every claim a stored copy of its rows and a CTE scan over it, one more plan node
+-- to start and end (bench/README.md, "Where W3, W1 and the WAL stand").
 )
 UPDATE jq_live_jobs j
 SET status = 'running',
