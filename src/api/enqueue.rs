@@ -110,10 +110,7 @@ pub(crate) fn insert(db: &mut db::Session, job: &NewJob, now: TimestampWithTimeZ
             ],
         )?;
         if let Some(id) = inserted {
-            if job.ordering_key.is_some() {
-                settings::ordering_keys_used(db, job.queue_name)?;
-            }
-            settings::priorities_used(db, job.queue_name, job.priority)?;
+            settings::used(db, job.queue_name, job.ordering_key.is_some(), job.priority)?;
             if let (Some(depends_on), Some(waits)) = (&job.depends_on, &waits) {
                 dependencies::link(db, &[id], depends_on, waits, now)?;
                 if waits.awaiting > 0 || waits.failed.is_some() {
@@ -194,7 +191,7 @@ fn jq_enqueue_many(
                 waits.as_ref().map_or(0, |w| w.awaiting).into(),
             ];
             let ids: Vec<(i64,)> = db.rows(INSERT_BATCH, &args)?;
-            settings::priorities_used(db, queue_name, priority)?;
+            settings::used(db, queue_name, false, priority)?;
             if let (Some(depends_on), Some(waits)) = (&depends_on, &waits) {
                 let new: Vec<i64> = ids.iter().map(|(id,)| *id).collect();
                 dependencies::link(db, &new, depends_on, waits, now)?;

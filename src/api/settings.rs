@@ -2,13 +2,13 @@
 //! (guide, "jq_configure"). A change of jq_queues, by jq_configure or by a direct UPDATE, fires
 //! the table's statement trigger, which sends an invalidation of the table to every session at
 //! commit (to this one at the end of the command); so does a change of jq_queue_ids: a queue's
-//! first enqueue, which gives it its number, or one that sets its `ordering_keys`
-//! (`ordering_keys_used`) or its `priorities` (`priorities_used`). Each session's callback then
-//! forgets every queue's settings, and the next claim reads them again. Invalidations are taken in
-//! at the start of every transaction, and a waiting claim takes them in before each look. A
-//! transaction (or savepoint) that rolls back has its invalidations replayed in its own session, so
-//! nothing read of its changes stays kept: not a queue number given by a first enqueue that rolled
-//! back, which a later one would not get again.
+//! first enqueue, which gives it its number, or one that sets its `ordering_keys` or its
+//! `priorities` (`used`). Each session's callback then forgets every queue's settings, and the
+//! next claim reads them again. Invalidations are taken in at the start of every transaction, and
+//! a waiting claim takes them in before each look. A transaction (or savepoint) that rolls back
+//! has its invalidations replayed in its own session, so nothing read of its changes stays kept:
+//! not a queue number given by a first enqueue that rolled back, which a later one would not get
+//! again.
 //!
 //! A claim that began just as a change committed may still apply the settings before it, as it
 //! would have had it begun a moment sooner; what the settings guard is checked again where it
@@ -29,8 +29,7 @@ use crate::api::rates::{Rate, Rates};
 use crate::db::{self, Column, FromRow};
 
 const READ: &str = include_str!("../../sql/queries/queue_settings.sql");
-const ORDERING_KEYS_USED: &str = include_str!("../../sql/queries/queue_ordering_keys.sql");
-const PRIORITIES_USED: &str = include_str!("../../sql/queries/queue_priorities.sql");
+const USED: &str = include_str!("../../sql/queries/queue_used.sql");
 const NAME: &str = include_str!("../../sql/queries/queue_name.sql");
 const ANY_KEEP_NOTHING: &str = include_str!("../../sql/queries/queue_any_keeps_nothing.sql");
 
@@ -144,24 +143,21 @@ pub fn any_keeps_nothing() -> spi::Result<bool> {
     Ok(any)
 }
 
-/// An enqueue of a job with an ordering key: unless the queue's settings already say it has had
-/// one, mark it in jq_queue_ids, whose trigger then tells every session (at commit) to read the
-/// settings again, so that their claims check ordering keys from then on. Marked in the enqueue's
-/// own transaction: the job and the mark commit together.
-pub fn ordering_keys_used(db: &mut db::Session, queue_name: &str) -> spi::Result<()> {
-    if of(queue_name)?.ordering_keys {
+/// An enqueue of a job with an ordering key, or of a priority other than 0: unless the queue's
+/// settings already say it has had one, mark it in jq_queue_ids, whose trigger then tells every
+/// session (at commit) to read the settings again, so that their claims check ordering keys, or
+/// walk every priority (`claim::take`), from then on. Marked in the enqueue's own transaction:
+/// the job and the mark commit together.
+pub fn used(db: &mut db::Session, queue_name: &str, ordering_key: bool, priority: i32) -> spi::Result<()> {
+    let other_priority = priority != 0;
+    if !ordering_key && !other_priority {
         return Ok(());
     }
-    db.rows::<()>(ORDERING_KEYS_USED, &[queue_name.into()]).map(drop)
-}
-
-/// An enqueue of a job with a priority other than 0: as `ordering_keys_used`, so that claims of
-/// the queue walk every priority from then on (`claim::take`).
-pub fn priorities_used(db: &mut db::Session, queue_name: &str, priority: i32) -> spi::Result<()> {
-    if priority == 0 || of(queue_name)?.priorities {
+    let kept = of(queue_name)?;
+    if (!ordering_key || kept.ordering_keys) && (!other_priority || kept.priorities) {
         return Ok(());
     }
-    db.rows::<()>(PRIORITIES_USED, &[queue_name.into()]).map(drop)
+    db.rows::<()>(USED, &[queue_name.into(), ordering_key.into(), other_priority.into()]).map(drop)
 }
 
 fn register_callback() {
