@@ -4,8 +4,8 @@
 -- whether it has ever had a job with an ordering key, and whether one with a priority other than 0;
 -- then its settings, a queue without a row having the tables' defaults (the queue's max_attempts
 -- last); then each rate limit with its period in microseconds (as interval comparison counts them:
--- a month is 30 days); its notify setting (NULL: while someone listens); and the two tables' oids,
--- whose invalidations say a setting changed.
+-- a month is 30 days); its notify setting (NULL: while someone listens); whether it keeps succeeded
+-- jobs; and the two tables' oids, whose invalidations say a setting changed.
 SELECT n.queue_id,
        coalesce(n.ordering_keys, false),
        coalesce(n.priorities, false),
@@ -20,6 +20,7 @@ SELECT n.queue_id,
        q.key_rate_limit, (extract(epoch FROM q.key_rate_period) * 1000000::numeric)::bigint,
        q.notify,
        coalesce(q.max_attempts, 8),
+       coalesce(q.keep_succeeded, true),
        'jq_queues'::pg_catalog.regclass::pg_catalog.oid,
        'jq_queue_ids'::pg_catalog.regclass::pg_catalog.oid
 FROM (VALUES (1)) AS one

@@ -12,7 +12,7 @@ use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::prelude::*;
 use pgrx::spi;
 
-use crate::api::{dependencies, settings};
+use crate::api::{dependencies, held, settings};
 use crate::db::text::without_sections;
 use crate::db::{self, clock, payload::Payload, status::Status, Session};
 use crate::input;
@@ -25,6 +25,7 @@ use crate::shared::wake;
 const HEARTBEAT: &str = include_str!("../../sql/queries/heartbeat.sql");
 const COMPLETE: &str = include_str!("../../sql/queries/complete.sql");
 const COMPLETE_BATCH: &str = include_str!("../../sql/queries/complete_batch.sql");
+const COMPLETE_FORGET: &str = include_str!("../../sql/queries/complete_forget.sql");
 
 /// A completion statement: the whole of its file while some queue keeps no succeeded job, else
 /// without its "keep nothing" sections (as complete.sql's header says).
@@ -32,10 +33,10 @@ fn completing(sql: &'static str, lean: &'static LazyLock<String>) -> spi::Result
     Ok(if settings::any_keeps_nothing()? { sql } else { lean.as_str() })
 }
 
-/// The completion statements, each whole and lean, for the plan tests.
+/// The completion statements, each whole and lean, and the one that forgets, for the plan tests.
 #[cfg(any(test, feature = "pg_test"))]
-pub(crate) fn completions() -> [(&'static str, &'static str); 2] {
-    [(COMPLETE, COMPLETE_KEPT.as_str()), (COMPLETE_BATCH, COMPLETE_BATCH_KEPT.as_str())]
+pub(crate) fn completions() -> ([(&'static str, &'static str); 2], &'static str) {
+    ([(COMPLETE, COMPLETE_KEPT.as_str()), (COMPLETE_BATCH, COMPLETE_BATCH_KEPT.as_str())], COMPLETE_FORGET)
 }
 
 static COMPLETE_KEPT: LazyLock<String> = LazyLock::new(|| without_sections(COMPLETE, "keep nothing"));
@@ -115,10 +116,8 @@ fn jq_complete_job(
     }
     rights::as_owner(|| {
         db::connect(|db| {
-            let args = [job_id.into(), worker.into(), lease_token.into(), now.into(), result.into(), "running".into()];
-            let statement = completing(COMPLETE, &COMPLETE_KEPT)?;
             let Some((queue_id, claimed_at, keyed, dependents, depends_on)) =
-                db.rows::<Completed>(statement, &args)?.pop()
+                complete_one(db, job_id, worker, lease_token, result, now)?
             else {
                 count_refused(db, vec![job_id], Counter::StaleCompletions)?;
                 return Ok(false);
@@ -134,6 +133,36 @@ fn jq_complete_job(
 /// A completion's row: the queue's number, the claim time, whether the job had a concurrency key,
 /// whether jobs depend on it, and what it depended on.
 type Completed = (i32, TimestampWithTimeZone, bool, bool, Option<Vec<i64>>);
+
+/// Completes one job by the statement made for its queue when this session claimed it (`held`):
+/// one that forgets it, or one that keeps it without looking at any queue's settings. Otherwise,
+/// or when the forgetting statement completed nothing (a job others depend on is kept, and a
+/// lease that no longer holds is refused), by the statement for every job.
+fn complete_one(
+    db: &mut Session,
+    job_id: i64,
+    worker: &str,
+    lease_token: i64,
+    result: Option<Payload>,
+    now: TimestampWithTimeZone,
+) -> spi::Result<Option<Completed>> {
+    let known = match held::finishing(job_id) {
+        Some(queue_id) => Some((queue_id, settings::of(&settings::queue_name(queue_id)?)?.keep_succeeded)),
+        None => None,
+    };
+    if let Some((queue_id, false)) = known {
+        let args = [job_id.into(), worker.into(), lease_token.into(), now.into(), queue_id.into(), "running".into()];
+        if let Some(completed) = db.rows::<Completed>(COMPLETE_FORGET, &args)?.pop() {
+            return Ok(Some(completed));
+        }
+    }
+    let statement = match known {
+        Some((_, true)) => COMPLETE_KEPT.as_str(),
+        _ => completing(COMPLETE, &COMPLETE_KEPT)?,
+    };
+    let args = [job_id.into(), worker.into(), lease_token.into(), now.into(), result.into(), "running".into()];
+    Ok(db.rows::<Completed>(statement, &args)?.pop())
+}
 
 /// Workflows (guide, "Workflows"), after jobs succeeded: the jobs waiting on those that have
 /// dependents are counted down, and the rows of those that had dependencies go, in one statement.
@@ -253,6 +282,8 @@ fn jq_fail(
     if !consumable(job_id) {
         return Ok(false);
     }
+    // The attempt ends here: a later claim of the job, by whichever session, tells its queue again.
+    held::finishing(job_id);
     rights::as_owner(|| {
         db::connect(|db| {
             let args = [

@@ -7,6 +7,7 @@ pub mod claim;
 pub mod configure;
 pub mod dependencies;
 pub mod enqueue;
+pub mod held;
 pub mod keys;
 pub mod lease;
 pub mod listing;

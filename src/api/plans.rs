@@ -262,7 +262,7 @@ mod tests {
         let job_queues = generic_plan(include_str!("../../sql/queries/job_queues_live.sql"), "bigint[]", "ARRAY[1]");
         assert_no_seq_scan(&job_queues);
         assert_reads_index(&job_queues, "jq_live_jobs_pkey");
-        let [(complete, complete_kept), (batch, batch_kept)] = crate::api::lease::completions();
+        let ([(complete, complete_kept), (batch, batch_kept)], forget) = crate::api::lease::completions();
         // While no queue keeps nothing, a completion reads neither the settings nor the events.
         for kept in [complete_kept, batch_kept] {
             let code: Vec<&str> = kept.lines().filter(|line| !line.trim_start().starts_with("--")).collect();
@@ -270,9 +270,18 @@ mod tests {
                 assert!(!code.iter().any(|line| line.contains(table)), "{table}: {kept}");
             }
         }
+        // A completion that forgets its job reads no settings and writes no history; the job's
+        // events are found by their job.
+        let forgetting =
+            generic_plan(forget, "bigint, text, bigint, timestamptz, int, text", "1, 'w', 1, now(), 1, 'running'");
+        for table in ["jq_queues", "jq_queue_ids", "jq_job_history"] {
+            assert!(!plan_nodes(&forgetting).iter().any(|n| n["Relation Name"] == table), "{table}: {forgetting}");
+        }
+        assert_reads_index(&forgetting, "jq_job_events_job");
         let by_id = [
             (complete, "bigint, text, bigint, timestamptz, jsonb, text", "1, 'w', 1, now(), NULL, 'running'"),
             (complete_kept, "bigint, text, bigint, timestamptz, jsonb, text", "1, 'w', 1, now(), NULL, 'running'"),
+            (forget, "bigint, text, bigint, timestamptz, int, text", "1, 'w', 1, now(), 1, 'running'"),
             (
                 batch,
                 "bigint[], text, bigint[], timestamptz, text, jsonb[]",

@@ -55,6 +55,8 @@ pub struct Settings {
     pub notify: Option<bool>,
     /// The attempts of a job enqueued without its own `max_attempts`.
     pub max_attempts: i32,
+    /// Whether a succeeded job stays in the history (guide, "Queues that keep nothing").
+    pub keep_succeeded: bool,
 }
 
 /// One row of `queue_settings.sql`: the settings, and the oids of the tables they are read from.
@@ -85,8 +87,9 @@ impl FromRow for Read {
             },
             notify: Column::column(row, 14)?,
             max_attempts: Column::column(row, 15)?,
+            keep_succeeded: Column::column(row, 16)?,
         };
-        Ok(Read { settings, tables: [Column::column(row, 16)?, Column::column(row, 17)?] })
+        Ok(Read { settings, tables: [Column::column(row, 17)?, Column::column(row, 18)?] })
     }
 }
 

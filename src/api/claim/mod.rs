@@ -29,7 +29,7 @@ pub(crate) use {
     admit::slot_free, prepare::ANY_DUE, take::statement, take::statement_one_priority, take::statements_keyed,
 };
 
-use super::{maintenance, wait, wait::Look};
+use super::{held, maintenance, wait, wait::Look};
 use crate::db::{clock, payload::Payload};
 use crate::input;
 use crate::rights::{self, Privilege};
@@ -123,7 +123,12 @@ fn claim_now(request: &Request, waiting: bool, now: TimestampWithTimeZone) -> sp
     }
     let front = prepare::front(queue_name, now);
     let taken = take::take(request, &start, &front, admitted.batch_size, waiting, now)?;
-    after::claimed(queue_name, &front, admitted, taken, now)
+    let look = after::claimed(queue_name, &front, admitted, taken, now)?;
+    if let Some(queue_id) = start.settings.queue_id {
+        // So that their completions in this session run the statement made for the queue.
+        held::claimed(queue_id, look.found.iter().map(|job| job.0));
+    }
+    Ok(look)
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -264,6 +264,31 @@ fn boundary_4_side_effects_happen_once_with_either_pattern() {
     assert_eq!(job_state(&mut setup, id).0, "succeeded");
 }
 
+/// Fault test 5 on a queue that keeps nothing (guide, "Queues that keep nothing"): a worker whose
+/// lease expired completes late, in the session that claimed the job, which completes a job of
+/// such a queue by the statement made for it (one DELETE). Fencing holds there as everywhere: the
+/// late completion is refused and deletes nothing, and the rescuer's deletes the job with the
+/// event of the expired lease.
+#[test]
+fn boundary_5_a_late_completion_on_a_queue_that_keeps_nothing_is_refused() {
+    let cluster = Cluster::start();
+    let mut a = cluster.connect();
+    a.batch_execute(r#"SELECT jq_configure('gone', '{"keep_succeeded": false}')"#).unwrap();
+    let id: i64 = a.query_one("SELECT jq_enqueue('gone', '{}')", &[]).unwrap().get(0);
+    let (_, stale) = claim(&mut a, "gone", "a", "100 milliseconds").unwrap();
+    thread::sleep(Duration::from_millis(150));
+    let mut b = cluster.connect();
+    let token = reclaim(&mut b, "gone", id, "b");
+    assert!(!complete(&mut a, id, "a", stale), "A's late completion must be refused");
+    assert_eq!(job_state(&mut b, id), ("running".to_string(), 2, token), "B still holds the job");
+    let events = "SELECT string_agg(event, ',') FROM jq_job_events WHERE job_id = $1";
+    assert_eq!(b.query_one(events, &[&id]).unwrap().get::<_, Option<String>>(0).as_deref(), Some("lease_expired"));
+    assert!(complete(&mut b, id, "b", token));
+    assert!(!complete(&mut a, id, "a", stale), "and refused after B's");
+    assert!(b.query("SELECT 1 FROM jq_jobs WHERE id = $1", &[&id]).unwrap().is_empty(), "the job is forgotten");
+    assert_eq!(b.query_one(events, &[&id]).unwrap().get::<_, Option<String>>(0), None, "with its event");
+}
+
 /// Fault test 5 of DEVELOPMENT.md ("Commands and what the tests cover"): the worker's heartbeats stop while it keeps running the job. The background reaper
 /// (200 ms interval) returns the job and another worker starts it, so for a while two workers run
 /// it; fencing keeps the first one's late report out. Checked: the second never starts before the

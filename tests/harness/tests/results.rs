@@ -97,6 +97,70 @@ fn await_of_a_job_that_its_queue_keeps_nothing_of_answers_succeeded_without_a_re
     assert!(rows.is_empty(), "a job already gone is one that does not exist");
 }
 
+/// guide, "Queues that keep nothing": what becomes of a succeeded job is its queue's setting at
+/// the completion, whichever session completes it. The session that claimed a job completes it by
+/// the statement made for the job's queue; another session, or one that claimed it before the
+/// setting changed, must come to the same end. A job that failed once has an event, which goes
+/// with a job that is not kept.
+#[test]
+fn a_succeeded_job_is_kept_or_forgotten_by_its_queues_setting_at_the_completion() {
+    let cluster = Cluster::start();
+    let mut worker = cluster.connect();
+    let mut other = cluster.connect();
+    worker
+        .batch_execute(
+            r#"SELECT jq_configure('gone', '{"keep_succeeded": false, "backoff_base": "1 ms", "backoff_cap": "1 ms"}');
+               SELECT jq_configure('kept', '{"backoff_base": "1 ms", "backoff_cap": "1 ms"}');
+               SELECT jq_configure('flip', '{"backoff_base": "1 ms", "backoff_cap": "1 ms"}');"#,
+        )
+        .unwrap();
+    // Each job fails once (its event), and is claimed again by `worker`.
+    let held = |worker: &mut Client, queue: &str| {
+        let id: i64 = worker.query_one("SELECT jq_enqueue($1, '{}')", &[&queue]).unwrap().get(0);
+        let (first, token) = claimed(worker, queue);
+        assert_eq!(first, id);
+        worker.execute("SELECT jq_fail($1, 'w', $2, 'E')", &[&id, &token]).unwrap();
+        wait_until("the retry is due", || {
+            worker.query("SELECT 1 FROM jq_jobs WHERE id = $1 AND available_at <= now()", &[&id]).unwrap().len() == 1
+        });
+        claimed(worker, queue)
+    };
+    let left = |client: &mut Client, id: i64| -> (i64, i64) {
+        let row = client
+            .query_one(
+                "SELECT (SELECT count(*) FROM jq_jobs WHERE id = $1 AND status = 'succeeded'),
+                        (SELECT count(*) FROM jq_job_events WHERE job_id = $1)",
+                &[&id],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    let complete = |client: &mut Client, (id, token): (i64, i64)| {
+        assert!(client.query_one("SELECT jq_complete($1, 'w', $2)", &[&id, &token]).unwrap().get::<_, bool>(0));
+    };
+
+    // Completed by the session that claimed them, and by another.
+    for by_claimer in [true, false] {
+        let gone = held(&mut worker, "gone");
+        let kept = held(&mut worker, "kept");
+        let completer = if by_claimer { &mut worker } else { &mut other };
+        complete(completer, gone);
+        complete(completer, kept);
+        assert_eq!(left(&mut other, gone.0), (0, 0), "forgotten, by the claimer: {by_claimer}");
+        assert_eq!(left(&mut other, kept.0), (1, 1), "kept, by the claimer: {by_claimer}");
+    }
+
+    // The setting changes (in another session) between the claim and the completion.
+    let flipped = held(&mut worker, "flip");
+    other.batch_execute(r#"SELECT jq_configure('flip', '{"keep_succeeded": false}')"#).unwrap();
+    complete(&mut worker, flipped);
+    assert_eq!(left(&mut other, flipped.0), (0, 0), "forgotten after the change");
+    let flipped = held(&mut worker, "flip");
+    other.batch_execute(r#"SELECT jq_configure('flip', '{"keep_succeeded": true}')"#).unwrap();
+    complete(&mut worker, flipped);
+    assert_eq!(left(&mut other, flipped.0), (1, 1), "kept after the change back");
+}
+
 #[test]
 fn await_is_woken_when_the_job_dies_or_is_cancelled() {
     let cluster = Cluster::start_with(&[PRELOAD]);
