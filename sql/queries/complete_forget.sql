@@ -3,7 +3,8 @@
 -- nothing"), when the session knows the job's queue because it claimed the job (src/api/held.rs):
 -- the guarded DELETE is all, and the job's events go with it. complete.sql does the same for any
 -- job, deciding by the queue's settings inside the statement; this one has no plan node for the
--- settings or the history, which costs a completion more than the insert it saves.
+-- settings or the history, whose start cost a completion more than the history row it saved
+-- (bench/README.md, "Completions made for the job's queue").
 --
 -- The job must be of queue $5, as the session was told: a job of another queue is not completed
 -- here, nor one that others depend on, which is kept all the same (guide, "Workflows"). Both are

@@ -5,9 +5,10 @@
 //!
 //! Only a hint. A job never moves to another queue and an id is never given again, so what is
 //! kept here stays true; a job completed by another session, failed, reaped or claimed in a
-//! transaction that rolled back merely leaves its entry behind, and the statement a hint picks
-//! still checks the queue (a wrong hint would complete nothing, and the completion would then run
-//! the deciding statement). A job this session does not know is completed as before.
+//! transaction that rolled back merely leaves its entry behind. The forgetting statement checks
+//! the queue it was told all the same, so that no hint could ever delete a job of a queue that
+//! keeps its jobs: told wrong, it completes nothing, and the completion runs the deciding
+//! statement. A job this session does not know is completed as before.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
