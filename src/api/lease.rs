@@ -26,6 +26,7 @@ const HEARTBEAT: &str = include_str!("../../sql/queries/heartbeat.sql");
 const COMPLETE: &str = include_str!("../../sql/queries/complete.sql");
 const COMPLETE_BATCH: &str = include_str!("../../sql/queries/complete_batch.sql");
 const COMPLETE_FORGET: &str = include_str!("../../sql/queries/complete_forget.sql");
+const COMPLETE_BATCH_FORGET: &str = include_str!("../../sql/queries/complete_batch_forget.sql");
 
 /// A completion statement: the whole of its file while some queue keeps no succeeded job, else
 /// without its "keep nothing" sections (as complete.sql's header says).
@@ -33,10 +34,13 @@ fn completing(sql: &'static str, lean: &'static LazyLock<String>) -> spi::Result
     Ok(if settings::any_keeps_nothing()? { sql } else { lean.as_str() })
 }
 
-/// The completion statements, each whole and lean, and the one that forgets, for the plan tests.
+/// The completion statements, each whole and lean, and the two that forget, for the plan tests.
 #[cfg(any(test, feature = "pg_test"))]
-pub(crate) fn completions() -> ([(&'static str, &'static str); 2], &'static str) {
-    ([(COMPLETE, COMPLETE_KEPT.as_str()), (COMPLETE_BATCH, COMPLETE_BATCH_KEPT.as_str())], COMPLETE_FORGET)
+pub(crate) fn completions() -> ([(&'static str, &'static str); 2], [&'static str; 2]) {
+    (
+        [(COMPLETE, COMPLETE_KEPT.as_str()), (COMPLETE_BATCH, COMPLETE_BATCH_KEPT.as_str())],
+        [COMPLETE_FORGET, COMPLETE_BATCH_FORGET],
+    )
 }
 
 static COMPLETE_KEPT: LazyLock<String> = LazyLock::new(|| without_sections(COMPLETE, "keep nothing"));
@@ -228,7 +232,6 @@ fn jq_complete_jobs(
             )
         }
     };
-    let args = [ids.clone().into(), worker.into(), tokens.into(), now.into(), "running".into(), results.into()];
     let completed = rights::as_owner(|| {
         db::connect(|db| {
             if ids.is_empty() {
@@ -236,9 +239,8 @@ fn jq_complete_jobs(
             }
             let mut completed = Vec::new();
             let mut workflows = Vec::new();
-            let statement = completing(COMPLETE_BATCH, &COMPLETE_BATCH_KEPT)?;
-            type Row = (i64, i32, TimestampWithTimeZone, bool, bool, Option<Vec<i64>>);
-            for (id, queue_id, claimed_at, keyed, dependents, depends_on) in db.rows::<Row>(statement, &args)? {
+            let batch = Batch { ids: ids.clone(), tokens: tokens.clone(), results: results.clone() };
+            for (id, queue_id, claimed_at, keyed, dependents, depends_on) in complete_many(db, batch, worker, now)? {
                 count_completion(&settings::queue_name(queue_id)?, claimed_at, now, keyed);
                 completed.push(id);
                 if dependents || depends_on.is_some() {
@@ -255,6 +257,66 @@ fn jq_complete_jobs(
         })
     })?;
     Ok(TableIterator::new(completed.into_iter().map(|id| (id,))))
+}
+
+/// The jobs of a jq_complete_batch, each with its token and (if given) its result.
+struct Batch {
+    ids: Vec<i64>,
+    tokens: Vec<i64>,
+    results: Option<Vec<Option<Payload>>>,
+}
+
+/// A batch completion's row: the job, then as `Completed`.
+type CompletedOfBatch = (i64, i32, TimestampWithTimeZone, bool, bool, Option<Vec<i64>>);
+
+/// Completes a batch as `complete_one` completes one job: when this session claimed every job of
+/// it from one queue (`held`), by the statement made for that queue; the jobs the forgetting
+/// statement did not complete, and any other batch, by the statement for every job.
+fn complete_many(
+    db: &mut Session,
+    mut batch: Batch,
+    worker: &str,
+    now: TimestampWithTimeZone,
+) -> spi::Result<Vec<CompletedOfBatch>> {
+    let known: Vec<Option<i32>> = batch.ids.iter().map(|id| held::finishing(*id)).collect();
+    let one_queue = match known.first() {
+        Some(Some(queue_id)) if known.iter().all(|of| *of == Some(*queue_id)) => Some(*queue_id),
+        _ => None,
+    };
+    let keep = match one_queue {
+        Some(queue_id) => Some(settings::of(&settings::queue_name(queue_id)?)?.keep_succeeded),
+        None => None,
+    };
+    let mut rows = Vec::new();
+    if let (Some(queue_id), Some(false)) = (one_queue, keep) {
+        let args = [
+            batch.ids.clone().into(),
+            worker.into(),
+            batch.tokens.clone().into(),
+            now.into(),
+            "running".into(),
+            queue_id.into(),
+        ];
+        rows = db.rows::<CompletedOfBatch>(COMPLETE_BATCH_FORGET, &args)?;
+        if rows.len() == batch.ids.len() {
+            return Ok(rows);
+        }
+        let done: std::collections::HashSet<i64> = rows.iter().map(|row| row.0).collect();
+        let left: Vec<usize> = (0..batch.ids.len()).filter(|i| !done.contains(&batch.ids[*i])).collect();
+        batch = Batch {
+            ids: left.iter().map(|i| batch.ids[*i]).collect(),
+            tokens: left.iter().map(|i| batch.tokens[*i]).collect(),
+            results: batch.results.map(|results| left.iter().map(|i| results[*i]).collect()),
+        };
+    }
+    let statement = match keep {
+        Some(true) => COMPLETE_BATCH_KEPT.as_str(),
+        _ => completing(COMPLETE_BATCH, &COMPLETE_BATCH_KEPT)?,
+    };
+    let args =
+        [batch.ids.into(), worker.into(), batch.tokens.into(), now.into(), "running".into(), batch.results.into()];
+    rows.extend(db.rows::<CompletedOfBatch>(statement, &args)?);
+    Ok(rows)
 }
 
 /// Records a failed attempt. Not retryable, or no attempts left: the job is dead. Otherwise it is

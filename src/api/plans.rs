@@ -262,7 +262,8 @@ mod tests {
         let job_queues = generic_plan(include_str!("../../sql/queries/job_queues_live.sql"), "bigint[]", "ARRAY[1]");
         assert_no_seq_scan(&job_queues);
         assert_reads_index(&job_queues, "jq_live_jobs_pkey");
-        let ([(complete, complete_kept), (batch, batch_kept)], forget) = crate::api::lease::completions();
+        let ([(complete, complete_kept), (batch, batch_kept)], [forget, batch_forget]) =
+            crate::api::lease::completions();
         // While no queue keeps nothing, a completion reads neither the settings nor the events.
         for kept in [complete_kept, batch_kept] {
             let code: Vec<&str> = kept.lines().filter(|line| !line.trim_start().starts_with("--")).collect();
@@ -278,6 +279,18 @@ mod tests {
             assert!(!plan_nodes(&forgetting).iter().any(|n| n["Relation Name"] == table), "{table}: {forgetting}");
         }
         assert_reads_index(&forgetting, "jq_job_events_job");
+        let batch_forgetting = generic_plan(
+            batch_forget,
+            "bigint[], text, bigint[], timestamptz, text, int",
+            "ARRAY[1, 2], 'w', ARRAY[1, 1], now(), 'running', 1",
+        );
+        for table in ["jq_queues", "jq_queue_ids", "jq_job_history"] {
+            let nodes = plan_nodes(&batch_forgetting);
+            assert!(!nodes.iter().any(|n| n["Relation Name"] == table), "{table}: {batch_forgetting}");
+        }
+        assert_no_seq_scan(&batch_forgetting);
+        assert_reads_index(&batch_forgetting, "jq_live_jobs_pkey");
+        assert_reads_index(&batch_forgetting, "jq_job_events_job");
         let by_id = [
             (complete, "bigint, text, bigint, timestamptz, jsonb, text", "1, 'w', 1, now(), NULL, 'running'"),
             (complete_kept, "bigint, text, bigint, timestamptz, jsonb, text", "1, 'w', 1, now(), NULL, 'running'"),

@@ -265,28 +265,51 @@ fn boundary_4_side_effects_happen_once_with_either_pattern() {
 }
 
 /// Fault test 5 on a queue that keeps nothing (guide, "Queues that keep nothing"): a worker whose
-/// lease expired completes late, in the session that claimed the job, which completes a job of
-/// such a queue by the statement made for it (one DELETE). Fencing holds there as everywhere: the
-/// late completion is refused and deletes nothing, and the rescuer's deletes the job with the
-/// event of the expired lease.
+/// leases expired completes late, in the session that claimed the jobs, which completes jobs of
+/// such a queue by the statements made for it (one DELETE, one job or a batch). Fencing holds
+/// there as everywhere: the late completions are refused and delete nothing, and the rescuer's
+/// delete the jobs with the events of the expired leases.
 #[test]
 fn boundary_5_a_late_completion_on_a_queue_that_keeps_nothing_is_refused() {
     let cluster = Cluster::start();
     let mut a = cluster.connect();
     a.batch_execute(r#"SELECT jq_configure('gone', '{"keep_succeeded": false}')"#).unwrap();
-    let id: i64 = a.query_one("SELECT jq_enqueue('gone', '{}')", &[]).unwrap().get(0);
-    let (_, stale) = claim(&mut a, "gone", "a", "100 milliseconds").unwrap();
+    a.batch_execute("SELECT jq_enqueue_batch('gone', ARRAY['{}', '{}']::jsonb[])").unwrap();
+    let stale: Vec<(i64, i64)> = a
+        .query("SELECT id, lease_token FROM jq_claim('gone', 'a', interval '100 milliseconds', 2) ORDER BY id", &[])
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    assert_eq!(stale.len(), 2);
     thread::sleep(Duration::from_millis(150));
     let mut b = cluster.connect();
-    let token = reclaim(&mut b, "gone", id, "b");
-    assert!(!complete(&mut a, id, "a", stale), "A's late completion must be refused");
-    assert_eq!(job_state(&mut b, id), ("running".to_string(), 2, token), "B still holds the job");
-    let events = "SELECT string_agg(event, ',') FROM jq_job_events WHERE job_id = $1";
-    assert_eq!(b.query_one(events, &[&id]).unwrap().get::<_, Option<String>>(0).as_deref(), Some("lease_expired"));
-    assert!(complete(&mut b, id, "b", token));
-    assert!(!complete(&mut a, id, "a", stale), "and refused after B's");
-    assert!(b.query("SELECT 1 FROM jq_jobs WHERE id = $1", &[&id]).unwrap().is_empty(), "the job is forgotten");
-    assert_eq!(b.query_one(events, &[&id]).unwrap().get::<_, Option<String>>(0), None, "with its event");
+    let mut held: Vec<(i64, i64)> = Vec::new();
+    wait_until("worker B claims both jobs", || {
+        b.query_one("SELECT jq_reap()", &[]).unwrap();
+        held.extend(
+            b.query("SELECT id, lease_token FROM jq_claim('gone', 'b', interval '1 minute', 2)", &[])
+                .unwrap()
+                .iter()
+                .map(|row| (row.get::<_, i64>(0), row.get::<_, i64>(1))),
+        );
+        held.len() == 2
+    });
+    held.sort_unstable();
+    let ((one, one_stale), (two, two_stale)) = (stale[0], stale[1]);
+    assert!(!complete(&mut a, one, "a", one_stale), "A's late completion must be refused");
+    let late = a.query("SELECT * FROM jq_complete_batch($1, 'a', $2)", &[&vec![two], &vec![two_stale]]).unwrap();
+    assert!(late.is_empty(), "and its late batch");
+    for (id, token) in &held {
+        assert_eq!(job_state(&mut b, *id), ("running".to_string(), 2, *token), "B still holds the job");
+    }
+    let events = "SELECT count(*) FROM jq_job_events WHERE job_id = ANY($1) AND event = 'lease_expired'";
+    assert_eq!(b.query_one(events, &[&vec![one, two]]).unwrap().get::<_, i64>(0), 2);
+    assert!(complete(&mut b, one, "b", held[0].1));
+    let done = b.query("SELECT * FROM jq_complete_batch($1, 'b', $2)", &[&vec![two], &vec![held[1].1]]).unwrap();
+    assert_eq!(done.len(), 1);
+    let left = "SELECT (SELECT count(*) FROM jq_jobs WHERE id = ANY($1)) + (SELECT count(*) FROM jq_job_events WHERE job_id = ANY($1))";
+    assert_eq!(b.query_one(left, &[&vec![one, two]]).unwrap().get::<_, i64>(0), 0, "forgotten, with their events");
 }
 
 /// Fault test 5 of DEVELOPMENT.md ("Commands and what the tests cover"): the worker's heartbeats stop while it keeps running the job. The background reaper

@@ -570,12 +570,14 @@ fn exercise(cluster: &Cluster, db: &str, errors: &mut Vec<String>) {
     // delete the events of a job not kept (before, they ran without; see complete.sql), unless
     // the session that claimed the job completes it (complete_forget.sql).
     owner.rows(errors, r#"SELECT jq_configure('forget', '{"keep_succeeded": false}')"#);
-    owner.rows(errors, "SELECT jq_enqueue_batch('forget', ARRAY['{}', '{}', '{}']::jsonb[])");
-    let forgotten = owner.leases(errors, "SELECT id, lease_token FROM jq_claim('forget', 'w', batch_size => 3)");
-    if let [(one, one_token), (two, two_token), (three, three_token)] = forgotten[..] {
+    owner.rows(errors, "SELECT jq_enqueue_batch('forget', ARRAY['{}', '{}', '{}', '{}']::jsonb[])");
+    let forgotten = owner.leases(errors, "SELECT id, lease_token FROM jq_claim('forget', 'w', batch_size => 4)");
+    if let [(one, one_token), (two, two_token), (three, three_token), (four, four_token)] = forgotten[..] {
         owner.rows(errors, &format!("SELECT jq_complete({one}, 'w', {one_token})"));
         owner.rows(errors, &format!("SELECT * FROM jq_complete_batch(ARRAY[{two}], 'w', ARRAY[{two_token}])"));
-        Caller::new(cluster, db, "postgres").rows(errors, &format!("SELECT jq_complete({three}, 'w', {three_token})"));
+        let mut other = Caller::new(cluster, db, "postgres");
+        other.rows(errors, &format!("SELECT jq_complete({three}, 'w', {three_token})"));
+        other.rows(errors, &format!("SELECT * FROM jq_complete_batch(ARRAY[{four}], 'w', ARRAY[{four_token}])"));
     }
 
     // A keyed claim in REPEATABLE READ, which looks for a key limit it would have to refuse.

@@ -150,6 +150,34 @@ fn a_succeeded_job_is_kept_or_forgotten_by_its_queues_setting_at_the_completion(
         assert_eq!(left(&mut other, kept.0), (1, 1), "kept, by the claimer: {by_claimer}");
     }
 
+    // In batches, by the claimer and by another session; a batch of one queue that keeps nothing
+    // with a job of it that others depend on, which is kept all the same.
+    for by_claimer in [true, false] {
+        let gone = [held(&mut worker, "gone"), held(&mut worker, "gone")];
+        let kept = [held(&mut worker, "kept"), held(&mut worker, "kept")];
+        let completer = if by_claimer { &mut worker } else { &mut other };
+        for jobs in [gone, kept] {
+            let (ids, tokens): (Vec<i64>, Vec<i64>) = jobs.iter().copied().unzip();
+            let completed = completer.query("SELECT * FROM jq_complete_batch($1, 'w', $2)", &[&ids, &tokens]).unwrap();
+            assert_eq!(completed.len(), 2);
+        }
+        for (id, _) in gone {
+            assert_eq!(left(&mut other, id), (0, 0), "forgotten in a batch, by the claimer: {by_claimer}");
+        }
+        for (id, _) in kept {
+            assert_eq!(left(&mut other, id), (1, 1), "kept in a batch, by the claimer: {by_claimer}");
+        }
+    }
+    let parent = held(&mut worker, "gone");
+    let plain = held(&mut worker, "gone");
+    worker.query_one("SELECT jq_enqueue('after', '{}', depends_on => ARRAY[$1::bigint])", &[&parent.0]).unwrap();
+    let completed = worker
+        .query("SELECT * FROM jq_complete_batch($1, 'w', $2)", &[&vec![parent.0, plain.0], &vec![parent.1, plain.1]])
+        .unwrap();
+    assert_eq!(completed.len(), 2);
+    assert_eq!(left(&mut other, parent.0), (1, 1), "a job others depend on is kept");
+    assert_eq!(left(&mut other, plain.0), (0, 0));
+
     // The setting changes (in another session) between the claim and the completion.
     let flipped = held(&mut worker, "flip");
     other.batch_execute(r#"SELECT jq_configure('flip', '{"keep_succeeded": false}')"#).unwrap();
