@@ -6,6 +6,7 @@
 //! exist, false, and one that holds `consume` on no queue at all is refused with 42501. Superusers
 //! and the owner hold every right, so their calls look nothing up.
 
+use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use pgrx::datum::{Interval, TimestampWithTimeZone};
@@ -138,6 +139,18 @@ fn jq_complete_job(
 /// whether jobs depend on it, and what it depended on.
 type Completed = (i32, TimestampWithTimeZone, bool, bool, Option<Vec<i64>>);
 
+/// Whether the queue numbered `queue_id` (a job's, as `held` told) keeps its succeeded jobs. None
+/// when the queue is not known, or while no queue keeps nothing: then every completion runs the
+/// lean statement anyway, and needs no look at a queue's settings.
+fn keeps(queue_id: Option<i32>) -> spi::Result<Option<bool>> {
+    match queue_id {
+        Some(queue_id) if settings::any_keeps_nothing()? => {
+            Ok(Some(settings::of(&settings::queue_name(queue_id)?)?.keep_succeeded))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// Completes one job by the statement made for its queue when this session claimed it (`held`):
 /// one that forgets it, or one that keeps it without looking at any queue's settings. Otherwise,
 /// or when the forgetting statement completed nothing (a job others depend on is kept, and a
@@ -150,18 +163,16 @@ fn complete_one(
     result: Option<Payload>,
     now: TimestampWithTimeZone,
 ) -> spi::Result<Option<Completed>> {
-    let known = match held::finishing(job_id) {
-        Some(queue_id) => Some((queue_id, settings::of(&settings::queue_name(queue_id)?)?.keep_succeeded)),
-        None => None,
-    };
-    if let Some((queue_id, false)) = known {
+    let queue_id = held::finishing(job_id);
+    let keep = keeps(queue_id)?;
+    if let (Some(queue_id), Some(false)) = (queue_id, keep) {
         let args = [job_id.into(), worker.into(), lease_token.into(), now.into(), queue_id.into(), "running".into()];
         if let Some(completed) = db.rows::<Completed>(COMPLETE_FORGET, &args)?.pop() {
             return Ok(Some(completed));
         }
     }
-    let statement = match known {
-        Some((_, true)) => COMPLETE_KEPT.as_str(),
+    let statement = match keep {
+        Some(true) => COMPLETE_KEPT.as_str(),
         _ => completing(COMPLETE, &COMPLETE_KEPT)?,
     };
     let args = [job_id.into(), worker.into(), lease_token.into(), now.into(), result.into(), "running".into()];
@@ -220,27 +231,24 @@ fn jq_complete_jobs(
     let results = input::results(results, &job_ids);
     let now = clock::now();
     // Only the jobs the caller may consume go into the statement, each with its token and result.
-    let (ids, tokens, results) = match rights::usable_jobs(&job_ids, &CONSUMERS) {
-        None => (job_ids, lease_tokens, results),
+    let usable = rights::usable_jobs(&job_ids, &CONSUMERS);
+    let given = Batch { ids: job_ids, tokens: lease_tokens, results };
+    let given = match usable {
+        None => given,
         Some(usable) => {
-            let usable: std::collections::HashSet<i64> = usable.into_iter().map(|(id, _)| id).collect();
-            let keep: Vec<usize> = (0..job_ids.len()).filter(|i| usable.contains(&job_ids[*i])).collect();
-            (
-                keep.iter().map(|i| job_ids[*i]).collect(),
-                keep.iter().map(|i| lease_tokens[*i]).collect(),
-                results.map(|results| keep.iter().map(|i| results[*i]).collect()),
-            )
+            let usable: HashSet<i64> = usable.into_iter().map(|(id, _)| id).collect();
+            given.only(|id| usable.contains(&id))
         }
     };
-    let completed = rights::as_owner(|| {
-        db::connect(|db| {
+    let ids = given.ids.clone();
+    let completed = rights::as_owner(move || {
+        db::connect(move |db| {
             if ids.is_empty() {
                 return Ok(Vec::new());
             }
             let mut completed = Vec::new();
             let mut workflows = Vec::new();
-            let batch = Batch { ids: ids.clone(), tokens: tokens.clone(), results: results.clone() };
-            for (id, queue_id, claimed_at, keyed, dependents, depends_on) in complete_many(db, batch, worker, now)? {
+            for (id, queue_id, claimed_at, keyed, dependents, depends_on) in complete_many(db, given, worker, now)? {
                 count_completion(&settings::queue_name(queue_id)?, claimed_at, now, keyed);
                 completed.push(id);
                 if dependents || depends_on.is_some() {
@@ -266,6 +274,18 @@ struct Batch {
     results: Option<Vec<Option<Payload>>>,
 }
 
+impl Batch {
+    /// The jobs whose id passes `keep`, each still with its token and result.
+    fn only(self, keep: impl Fn(i64) -> bool) -> Batch {
+        let kept: Vec<usize> = (0..self.ids.len()).filter(|i| keep(self.ids[*i])).collect();
+        Batch {
+            ids: kept.iter().map(|i| self.ids[*i]).collect(),
+            tokens: kept.iter().map(|i| self.tokens[*i]).collect(),
+            results: self.results.map(|results| kept.iter().map(|i| results[*i]).collect()),
+        }
+    }
+}
+
 /// A batch completion's row: the job, then as `Completed`.
 type CompletedOfBatch = (i64, i32, TimestampWithTimeZone, bool, bool, Option<Vec<i64>>);
 
@@ -283,10 +303,7 @@ fn complete_many(
         Some(Some(queue_id)) if known.iter().all(|of| *of == Some(*queue_id)) => Some(*queue_id),
         _ => None,
     };
-    let keep = match one_queue {
-        Some(queue_id) => Some(settings::of(&settings::queue_name(queue_id)?)?.keep_succeeded),
-        None => None,
-    };
+    let keep = keeps(one_queue)?;
     let mut rows = Vec::new();
     if let (Some(queue_id), Some(false)) = (one_queue, keep) {
         let args = [
@@ -301,13 +318,8 @@ fn complete_many(
         if rows.len() == batch.ids.len() {
             return Ok(rows);
         }
-        let done: std::collections::HashSet<i64> = rows.iter().map(|row| row.0).collect();
-        let left: Vec<usize> = (0..batch.ids.len()).filter(|i| !done.contains(&batch.ids[*i])).collect();
-        batch = Batch {
-            ids: left.iter().map(|i| batch.ids[*i]).collect(),
-            tokens: left.iter().map(|i| batch.tokens[*i]).collect(),
-            results: batch.results.map(|results| left.iter().map(|i| results[*i]).collect()),
-        };
+        let done: HashSet<i64> = rows.iter().map(|row| row.0).collect();
+        batch = batch.only(|id| !done.contains(&id));
     }
     let statement = match keep {
         Some(true) => COMPLETE_BATCH_KEPT.as_str(),
