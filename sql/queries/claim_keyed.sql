@@ -39,6 +39,9 @@ WITH keys AS (
     CROSS JOIN LATERAL (
         -- The key's rate: what is left of it in this window. A count of a newer window (another
         -- claim read a later clock) leaves nothing: this claim's window is over.
+        -- A queue without a key rate has none to look up: its statement is made without this
+        -- section (src/api/claim/take.rs), whose plan nodes every claim started and ended.
+-- key rate: begin
         SELECT CASE WHEN $15::int IS NULL THEN 2147483647
                     ELSE coalesce((SELECT CASE WHEN c.window_start > $16::timestamptz THEN 0
                                                WHEN c.window_start = $16::timestamptz
@@ -47,9 +50,14 @@ WITH keys AS (
                                    FROM jq_rate_counts c
                                    WHERE c.queue_id = $6
                                      AND c.concurrency_key = keys.concurrency_key), $15::int) END AS free
+-- key rate: end
+-- without key rate:         SELECT 2147483647 AS free
     ) AS rate
     CROSS JOIN LATERAL (
+        -- Computed once per key. Without OFFSET 0 the planner writes this expression, with the
+        -- look-ups above in it, into each LIMIT below: every claim started and ran them twice.
         SELECT greatest(least(keys.share, slots.free, rate.free), 0) AS n
+        OFFSET 0
     ) AS take
     CROSS JOIN LATERAL (
         -- Starving jobs of the key first, oldest first (guide, "Fairness", within each key): its

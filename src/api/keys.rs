@@ -99,16 +99,18 @@ pub fn enqueued_keyed(queue_name: &str) {
 
 /// Claims up to `want` jobs with a concurrency key, key by key from where this session's rotation
 /// stands: one of `statements` (the second when a key's pending jobs have more than one priority,
-/// so that its starving jobs are looked for) with `args()` ($1 to $12 of claim.sql) and, as $13
-/// to $16, the keys locked, each one's share, and the key rate (`key_rate`) with its window at
-/// `now`. Counts what each key took against its rate. Returns the claimed rows, and when a key
-/// rate held back may let more be claimed (the next window), if it held any back.
+/// so that its starving jobs are looked for; `priorities`: the queue has had jobs of more than one,
+/// else no key has) with `args()` ($1 to $12 of claim.sql) and, as $13 to $16, the keys locked,
+/// each one's share, and the key rate (`key_rate`) with its window at `now`. Counts what each key
+/// took against its rate. Returns the claimed rows, and when a key rate held back may let more be
+/// claimed (the next window), if it held any back.
 #[allow(clippy::too_many_arguments)]
 pub fn claim<T>(
     db: &mut Session,
     statements: (&'static str, &'static str),
     args: impl Fn() -> [DatumWithOid<'static>; 12],
     queue_name: &str,
+    priorities: bool,
     want: i32,
     key_rate: Option<Rate>,
     now: pg_sys::TimestampTz,
@@ -123,7 +125,7 @@ where
     let mut visited = 0;
     while (claimed.len() as i32) < want && visited < MOST_KEYS_PER_CLAIM {
         let left = want - claimed.len() as i32;
-        let Some(first) = next_key(db, queue_name)? else {
+        let Some(first) = next_key(db, queue_name, priorities)? else {
             break;
         };
         visited += 1;
@@ -187,14 +189,14 @@ where
 
 /// The next key of the rotation with its turn, reading ahead when none is left; None at the end of
 /// a round, when the jobs without a key take their turn and the next round starts at the first key.
-fn next_key(db: &mut Session, queue_name: &str) -> spi::Result<Option<(String, i32, bool)>> {
+fn next_key(db: &mut Session, queue_name: &str, priorities: bool) -> spi::Result<Option<(String, i32, bool)>> {
     if let Some(key) = with_rotation(queue_name, |r| r.upcoming.pop_front()) {
         return Ok(Some(key));
     }
     let (after, at_end) = with_rotation(queue_name, |r| (r.after.clone(), r.at_end));
     if !at_end {
         let keys: Vec<(String, i32, bool)> =
-            db.rows(KEYS, &[queue_name.into(), after.as_str().into(), LOOKAHEAD.into()])?;
+            db.rows(KEYS, &[queue_name.into(), after.as_str().into(), LOOKAHEAD.into(), priorities.into()])?;
         let found = keys.len();
         let key = with_rotation(queue_name, |r| {
             r.upcoming.extend(keys);

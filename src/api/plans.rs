@@ -197,16 +197,18 @@ mod tests {
         }
         // The key rotation: the next keys by a skip scan, then one range of each key's pending jobs
         // and one of its running ones.
-        let keys = generic_plan(crate::api::keys::KEYS, "text, text, int", "'q1', '', 32");
+        let keys = generic_plan(crate::api::keys::KEYS, "text, text, int, bool", "'q1', '', 32, true");
         assert_no_sort_and_no_seq_scan(&keys);
         assert_reads_index(&keys, "jq_live_jobs_key_claim");
-        let (lean, starvation) = crate::api::claim::statements_keyed(false);
-        let (ordered_lean, ordered_starvation) = crate::api::claim::statements_keyed(true);
+        let (lean, starvation) = crate::api::claim::statements_keyed(false, false);
+        let (ordered_lean, ordered_starvation) = crate::api::claim::statements_keyed(true, false);
+        let (rated_lean, rated_starvation) = crate::api::claim::statements_keyed(false, true);
         for (batch, key_rate, statement) in [
             (1, "NULL, NULL", lean),
             (1, "NULL, NULL", starvation),
             (1000, "NULL, NULL", starvation),
-            (1, "5, now()", lean),
+            (1, "5, now()", rated_lean),
+            (1000, "5, now()", rated_starvation),
             (1, "NULL, NULL", ordered_lean),
             (1000, "NULL, NULL", ordered_starvation),
         ] {
@@ -224,8 +226,16 @@ mod tests {
             assert_eq!(reads_ordering, ordered, "{keyed}");
             assert_reads_index(&keyed, "jq_live_jobs_key_claim");
             assert_index_cond(&keyed, "jq_live_jobs_running", "concurrency_key = ");
+            // A key's free slots are counted once, not once in each LIMIT that takes them.
+            let counts = plan_nodes(&keyed).iter().filter(|n| n["Index Name"] == "jq_live_jobs_running").count();
+            assert_eq!(counts, 1, "{keyed}");
             assert_has_node(&keyed, "Tid Scan");
-            assert_index_cond(&keyed, "jq_rate_counts_pkey", "concurrency_key = ");
+            // The key rate's count by its key, read only by the statements of a queue with a key rate.
+            if key_rate == "NULL, NULL" {
+                assert!(plan_nodes(&keyed).iter().all(|n| n["Relation Name"] != "jq_rate_counts"), "{keyed}");
+            } else {
+                assert_index_cond(&keyed, "jq_rate_counts_pkey", "concurrency_key = ");
+            }
         }
         // The rates' counts, by their key.
         let used = generic_plan(include_str!("../../sql/queries/rate_used.sql"), "text, text", "'q1', ''");

@@ -187,10 +187,17 @@ fn in_turn(
     let mut taken = Taken::default();
     let ordered = settings.ordering_keys;
     let keyed_rows = |db: &mut Session, want: i32, taken: &mut Taken| -> spi::Result<()> {
-        let (rows, again_at) =
-            keys::claim(db, statements_keyed(ordered), || args(want), queue_name, want, settings.rates.key, now, {
-                |row: &Row| row.concurrency_key.as_deref()
-            })?;
+        let (rows, again_at) = keys::claim(
+            db,
+            statements_keyed(ordered, settings.rates.key.is_some()),
+            || args(want),
+            queue_name,
+            settings.priorities,
+            want,
+            settings.rates.key,
+            now,
+            |row: &Row| row.concurrency_key.as_deref(),
+        )?;
         taken.keyed.extend(rows.into_iter().map(Row::claimed));
         taken.again_at = taken.again_at.into_iter().chain(again_at).min();
         Ok(())
@@ -249,14 +256,19 @@ pub(crate) fn statement_one_priority(ordered: bool) -> &'static str {
 
 /// The keyed claim statements: `claim_keyed.sql` with `parts/claim_update.sql`, without its
 /// fairness section; the first also without its key starvation section (as that file's header
-/// says); each with the ordering-key check or without it (`ordered`).
-pub(crate) fn statements_keyed(ordered: bool) -> (&'static str, &'static str) {
-    static STATEMENTS: LazyLock<[(String, String); 2]> = LazyLock::new(|| {
-        let starvation = without_sections(KEYED, "fairness");
-        let plain = without_sections(&starvation, "key starvation");
-        [false, true].map(|ordered| (ordering_keys(&plain, ordered), ordering_keys(&starvation, ordered)))
+/// says); each with the ordering-key check or without it (`ordered`), and with the look-up of the
+/// key rate or without it (`rated`: the queue has a key rate).
+pub(crate) fn statements_keyed(ordered: bool, rated: bool) -> (&'static str, &'static str) {
+    static STATEMENTS: LazyLock<[(String, String); 4]> = LazyLock::new(|| {
+        let made = |rated: bool, ordered: bool| {
+            let all = without_sections(KEYED, "fairness");
+            let starvation = if rated { all } else { without_sections(&all, "key rate") };
+            let plain = without_sections(&starvation, "key starvation");
+            (ordering_keys(&plain, ordered), ordering_keys(&starvation, ordered))
+        };
+        [made(false, false), made(false, true), made(true, false), made(true, true)]
     });
-    let (plain, starvation) = &STATEMENTS[usize::from(ordered)];
+    let (plain, starvation) = &STATEMENTS[usize::from(rated) * 2 + usize::from(ordered)];
     (plain.as_str(), starvation.as_str())
 }
 
@@ -296,6 +308,23 @@ mod unit {
         }
     }
 
+    /// A queue without a key rate claims by keys with a statement that looks up no rate: the one
+    /// with the look-up, its section taken out for no limit at all, and nothing else changed.
+    #[test]
+    fn keyed_claims_look_up_a_key_rate_only_for_a_queue_that_has_one() {
+        for ordered in [false, true] {
+            let (rated, unrated) = (statements_keyed(ordered, true), statements_keyed(ordered, false));
+            for (with, without) in [(rated.0, unrated.0), (rated.1, unrated.1)] {
+                assert!(with.contains("FROM jq_rate_counts c"), "{with}");
+                assert!(
+                    !without.contains("jq_rate_counts") && without.contains("SELECT 2147483647 AS free"),
+                    "{without}"
+                );
+                assert_eq!(without, without_sections(with, "key rate"));
+            }
+        }
+    }
+
     /// The ordering-key check (guide, "jq_enqueue": `ordering_key`) has one source, taken in at each place a
     /// claim statement walks pending jobs; a statement without it takes no job with an ordering
     /// key at each of those places, and differs from the one with it in nothing else.
@@ -307,8 +336,10 @@ mod unit {
             (statement(false, false), statement(false, true), 4),
             (statement(true, false), statement(true, true), 2),
             (statement_one_priority(false), statement_one_priority(true), 1),
-            (statements_keyed(false).0, statements_keyed(true).0, 1),
-            (statements_keyed(false).1, statements_keyed(true).1, 2),
+            (statements_keyed(false, false).0, statements_keyed(true, false).0, 1),
+            (statements_keyed(false, false).1, statements_keyed(true, false).1, 2),
+            (statements_keyed(false, true).0, statements_keyed(true, true).0, 1),
+            (statements_keyed(false, true).1, statements_keyed(true, true).1, 2),
         ];
         for (plain, ordered, places) in made {
             assert_eq!(plain.matches(without).count(), places, "{plain}");
