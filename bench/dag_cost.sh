@@ -2,9 +2,9 @@
 # What a workflow costs a job, in one session, without the noise of a shared machine. One server
 # (make bench's settings, synchronous_commit off), two queues filled alike: `dagq` in units of
 # W13's shape (bench/systems/jobqueue/fill_dag.sql: one job, 100 that depend on it, one that depends
-# on those 100) and `plainq` with as many jobs without dependencies. One PL/pgSQL procedure then
-# claims and completes a job of `dagq`, commits, does the same for `plainq`, and so on to the end,
-# adding up the time of each side. The two sides take turns job by job, so whatever slows the
+# on those 100) and `plainq` with as many jobs without dependencies. One PL/pgSQL procedure
+# (bench/systems/jobqueue/turns.sql) then claims and completes a job of `dagq`, commits, does the
+# same for `plainq`, and so on to the end, adding up the time of each side. The two sides take turns job by job, so whatever slows the
 # machine slows both alike, and the ratio repeats where separate runs do not. It measures the
 # server alone: no client, no network, one backend.
 #   bench/dag_cost.sh [units of 102 jobs] [rounds]
@@ -25,36 +25,8 @@ scripts/pg.sh start "$DIR" "$PORT" "shared_buffers = 1GB" "max_wal_size = 8GB" "
   "jit = off" "shared_preload_libraries = 'pg_jobqueue'" "synchronous_commit = off" >/dev/null
 psql -X -q -v ON_ERROR_STOP=1 <<'SQL'
 CREATE EXTENSION pg_jobqueue;
-CREATE TABLE bench_turns (round int, jobs int, dag_us float8, plain_us float8);
-CREATE PROCEDURE bench_drain(round int) LANGUAGE plpgsql AS $$
-DECLARE
-    job bigint;
-    token bigint;
-    jobs int := 0;
-    started timestamptz;
-    between timestamptz;
-    dag interval := '0';
-    plain interval := '0';
-BEGIN
-    LOOP
-        started := clock_timestamp();
-        SELECT id, lease_token INTO job, token FROM jq_claim('dagq', 'w');
-        EXIT WHEN job IS NULL;
-        PERFORM jq_complete(job, 'w', token);
-        COMMIT;
-        between := clock_timestamp();
-        SELECT id, lease_token INTO job, token FROM jq_claim('plainq', 'w');
-        PERFORM jq_complete(job, 'w', token);
-        COMMIT;
-        dag := dag + (between - started);
-        plain := plain + (clock_timestamp() - between);
-        jobs := jobs + 1;
-    END LOOP;
-    INSERT INTO bench_turns
-    VALUES (round, jobs, extract(epoch FROM dag) * 1e6 / jobs, extract(epoch FROM plain) * 1e6 / jobs);
-END
-$$;
 SQL
+psql -X -q -v ON_ERROR_STOP=1 -f bench/systems/jobqueue/turns.sql
 
 for round in $(seq 1 "$ROUNDS"); do
   psql -X -q -v ON_ERROR_STOP=1 -v units="$UNITS" <<'SQL'
@@ -79,11 +51,11 @@ $$;
 VACUUM ANALYZE;
 CHECKPOINT;
 SQL
-  psql -X -q -v ON_ERROR_STOP=1 -c "CALL bench_drain($round)"
-  psql -X -At -F ' ' -c "SELECT round, jobs, round(dag_us::numeric, 1), round(plain_us::numeric, 1),
-                                round((plain_us / dag_us)::numeric, 3) FROM bench_turns WHERE round = $round" |
+  psql -X -q -v ON_ERROR_STOP=1 -c "CALL bench_drain($round, 'dagq')"
+  psql -X -At -F ' ' -c "SELECT round, jobs, round(side_us::numeric, 1), round(plain_us::numeric, 1),
+                                round((plain_us / side_us)::numeric, 3) FROM bench_turns WHERE round = $round" |
     awk '{ printf "round %d  %d jobs each  DAG %7.1f us/job  plain %7.1f us/job  plain/DAG %s\n", $1, $2, $3, $4, $5 }'
 done
 psql -X -At -c "SELECT 'median of ' || count(*) || ' rounds: plain/DAG ' ||
-                       round(percentile_disc(0.5) WITHIN GROUP (ORDER BY plain_us / dag_us)::numeric, 3)
+                       round(percentile_disc(0.5) WITHIN GROUP (ORDER BY plain_us / side_us)::numeric, 3)
                 FROM bench_turns"

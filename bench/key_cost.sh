@@ -4,8 +4,8 @@
 # fills it (bench/systems/jobqueue/keys.sql: 1,000 concurrency keys, at most one running job per
 # key) and `plainq` with as many jobs without a key. One PL/pgSQL procedure then claims and
 # completes a job of `keyq`, commits, does the same for `plainq`, and so on to the end, adding up
-# the time of each side: the two sides take turns job by job, as in bench/dag_cost.sh, so the
-# ratio repeats where separate runs do not. It measures the server alone: one backend, no client.
+# the time of each side (bench/systems/jobqueue/turns.sql, which bench/dag_cost.sh runs too): the
+# two sides take turns job by job, so the ratio repeats where separate runs do not. It measures the server alone: one backend, no client.
 #   bench/key_cost.sh [jobs a side, a multiple of 1,000] [rounds]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,36 +25,8 @@ scripts/pg.sh start "$DIR" "$PORT" "shared_buffers = 1GB" "max_wal_size = 8GB" "
 psql -X -q -v ON_ERROR_STOP=1 <<'SQL'
 CREATE EXTENSION pg_jobqueue;
 SELECT jq_configure('keyq', '{"key_concurrency_limit": 1}') IS NOT NULL \g /dev/null
-CREATE TABLE bench_turns (round int, jobs int, keyed_us float8, plain_us float8);
-CREATE PROCEDURE bench_drain(round int) LANGUAGE plpgsql AS $$
-DECLARE
-    job bigint;
-    token bigint;
-    jobs int := 0;
-    started timestamptz;
-    between timestamptz;
-    keyed interval := '0';
-    plain interval := '0';
-BEGIN
-    LOOP
-        started := clock_timestamp();
-        SELECT id, lease_token INTO job, token FROM jq_claim('keyq', 'w');
-        EXIT WHEN job IS NULL;
-        PERFORM jq_complete(job, 'w', token);
-        COMMIT;
-        between := clock_timestamp();
-        SELECT id, lease_token INTO job, token FROM jq_claim('plainq', 'w');
-        PERFORM jq_complete(job, 'w', token);
-        COMMIT;
-        keyed := keyed + (between - started);
-        plain := plain + (clock_timestamp() - between);
-        jobs := jobs + 1;
-    END LOOP;
-    INSERT INTO bench_turns
-    VALUES (round, jobs, extract(epoch FROM keyed) * 1e6 / jobs, extract(epoch FROM plain) * 1e6 / jobs);
-END
-$$;
 SQL
+psql -X -q -v ON_ERROR_STOP=1 -f bench/systems/jobqueue/turns.sql
 
 for round in $(seq 1 "$ROUNDS"); do
   psql -X -q -v ON_ERROR_STOP=1 -v jobs="$JOBS" <<'SQL'
@@ -69,11 +41,11 @@ SELECT count(*) FROM generate_series(1, :jobs / 1000) AS b,
 VACUUM ANALYZE;
 CHECKPOINT;
 SQL
-  psql -X -q -v ON_ERROR_STOP=1 -c "CALL bench_drain($round)"
-  psql -X -At -F ' ' -c "SELECT round, jobs, round(keyed_us::numeric, 1), round(plain_us::numeric, 1),
-                                round((plain_us / keyed_us)::numeric, 3) FROM bench_turns WHERE round = $round" |
+  psql -X -q -v ON_ERROR_STOP=1 -c "CALL bench_drain($round, 'keyq')"
+  psql -X -At -F ' ' -c "SELECT round, jobs, round(side_us::numeric, 1), round(plain_us::numeric, 1),
+                                round((plain_us / side_us)::numeric, 3) FROM bench_turns WHERE round = $round" |
     awk '{ printf "round %d  %d jobs each  keyed %7.1f us/job  plain %7.1f us/job  plain/keyed %s\n", $1, $2, $3, $4, $5 }'
 done
 psql -X -At -c "SELECT 'median of ' || count(*) || ' rounds: plain/keyed ' ||
-                       round(percentile_disc(0.5) WITHIN GROUP (ORDER BY plain_us / keyed_us)::numeric, 3)
+                       round(percentile_disc(0.5) WITHIN GROUP (ORDER BY plain_us / side_us)::numeric, 3)
                 FROM bench_turns"
