@@ -391,8 +391,9 @@ fn without_preload_a_job_enqueued_already_starving_is_claimed_first_within_a_sec
     );
 }
 
-/// Claims and completes jobs of `queue`, `batch` at a time, until a claim finds none and `until`
-/// says the claims may stop; returns how many it completed.
+/// Claims and completes jobs of `queue`, `batch` at a time, until a claim that began after `until`
+/// said the claims may stop finds none; returns how many it completed. (A claim that began before
+/// may have missed a job made claimable as `until` was set.)
 fn claim_and_complete(
     mut client: Client,
     queue: &'static str,
@@ -402,11 +403,12 @@ fn claim_and_complete(
 ) -> usize {
     let mut completed = 0;
     loop {
+        let may_stop = until.load(Ordering::SeqCst);
         let rows = client
             .query("SELECT id, lease_token FROM jq_claim($1, $2, interval '1 minute', $3)", &[&queue, &worker, &batch])
             .unwrap_or_else(|e| panic!("{worker}: a claim failed: {e:?}"));
         if rows.is_empty() {
-            if until.load(Ordering::SeqCst) {
+            if may_stop {
                 return completed;
             }
             thread::sleep(Duration::from_millis(1));
