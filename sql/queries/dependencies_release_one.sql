@@ -10,6 +10,6 @@ SET awaiting = j.awaiting - $2,
 WHERE j.id = $1
   AND j.status OPERATOR(pg_catalog.=) 'pending'
   AND j.awaiting >= $2
-RETURNING j.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = j.queue_id) AS queue_name,
+RETURNING j.id, j.queue_id,
           j.awaiting = 0 AS released, j.priority, j.available_at, j.ordering_key IS NOT NULL AS ordered,
           j.concurrency_key IS NOT NULL AS keyed

@@ -128,10 +128,11 @@ pub(crate) fn link(
     Ok(())
 }
 
-/// Jobs succeeded (a completion): the rows of `waited` (those that had dependencies, on `on`; in
-/// `parted`, those that had more than PARTS) in jq_job_dependencies and jq_dependency_parts go, as
-/// they leave jq_live_jobs; the jobs waiting on `awaited` (those with dependents) wait for one
-/// fewer, and those that now wait for none are claimable once this commits.
+/// Jobs succeeded (a completion): the rows of those that had dependencies in jq_job_dependencies
+/// (`links`: pairwise, such a job and one of its dependencies) and jq_dependency_parts (`parted`:
+/// those that had more than PARTS) go, as they leave jq_live_jobs; the jobs waiting on `awaited`
+/// (those with dependents) wait for one fewer, and those that now wait for none are claimable once
+/// this commits.
 ///
 /// In small statements, each run only when needed, rather than one that does it all: a completion
 /// in the middle of a workflow runs two, whose plans are cheap to start, where one statement with
@@ -139,8 +140,7 @@ pub(crate) fn link(
 pub(crate) fn succeeded(
     db: &mut Session,
     awaited: Vec<i64>,
-    waited: Vec<i64>,
-    on: Vec<i64>,
+    links: (Vec<i64>, Vec<i64>),
     parted: Vec<i64>,
     now: TimestampWithTimeZone,
 ) -> spi::Result<()> {
@@ -151,7 +151,7 @@ pub(crate) fn succeeded(
     let mut done: BTreeMap<i64, i32> = BTreeMap::new();
     let mut parts: BTreeMap<(i64, i32), i32> = BTreeMap::new();
     for (job_id, depends_on, parted) in
-        db.rows::<(i64, i64, bool)>(DEPENDENTS, &[awaited.into(), waited.into(), on.into()])?
+        db.rows::<(i64, i64, bool)>(DEPENDENTS, &[awaited.into(), links.0.into(), links.1.into()])?
     {
         if parted {
             *parts.entry((job_id, part_of(depends_on))).or_default() += 1;
@@ -177,7 +177,9 @@ pub(crate) fn succeeded(
     if done.is_empty() {
         return Ok(());
     }
-    type Released = (i64, String, bool, i32, TimestampWithTimeZone, bool, bool);
+    // Each with its queue's number, whose name the session keeps: a look-up of jq_queue_ids per
+    // row cost a fan-out's release more than the rest of its RETURNING.
+    type Released = (i64, i32, bool, i32, TimestampWithTimeZone, bool, bool);
     let released = if done.len() == 1 {
         let (job_id, count) = done.pop_first().expect("one job");
         db.rows::<Released>(RELEASE_ONE, &[job_id.into(), count.into(), now.into()])?
@@ -187,10 +189,10 @@ pub(crate) fn succeeded(
     };
     // Per queue: the first of the jobs released in claim order, whether one of them has an
     // ordering key, and whether one has a concurrency key.
-    let mut queues: BTreeMap<String, (Option<Key>, bool, bool)> = BTreeMap::new();
-    for (id, queue_name, released, priority, available_at, ordered, keyed) in released {
+    let mut queues: BTreeMap<i32, (Option<Key>, bool, bool)> = BTreeMap::new();
+    for (id, queue_id, released, priority, available_at, ordered, keyed) in released {
         if released {
-            let queue = queues.entry(queue_name).or_default();
+            let queue = queues.entry(queue_id).or_default();
             if keyed {
                 queue.2 = true;
             } else {
@@ -200,8 +202,8 @@ pub(crate) fn succeeded(
             }
         }
     }
-    for (queue_name, (first, ordered, keyed)) in queues {
-        made_claimable(&queue_name, first, ordered, keyed)?;
+    for (queue_id, (first, ordered, keyed)) in queues {
+        made_claimable(&settings::queue_name(queue_id)?, first, ordered, keyed)?;
     }
     Ok(())
 }

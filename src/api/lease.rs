@@ -188,17 +188,16 @@ fn after_success(
     now: TimestampWithTimeZone,
 ) -> spi::Result<()> {
     let awaited: Vec<i64> = done.iter().filter(|(_, dependents, _)| *dependents).map(|(id, _, _)| *id).collect();
-    let (waited, on): (Vec<i64>, Vec<Vec<i64>>) =
-        done.into_iter().filter_map(|(id, _, depends_on)| depends_on.map(|d| (id, d))).unzip();
+    let waited: Vec<(i64, Vec<i64>)> =
+        done.into_iter().filter_map(|(id, _, depends_on)| depends_on.map(|d| (id, d))).collect();
     if awaited.is_empty() && waited.is_empty() {
         return Ok(());
     }
-    let parted: Vec<i64> =
-        waited.iter().zip(&on).filter(|(_, on)| dependencies::parted(on.len())).map(|(id, _)| *id).collect();
-    let mut on: Vec<i64> = on.into_iter().flatten().collect();
-    on.sort_unstable();
-    on.dedup();
-    dependencies::succeeded(db, awaited, waited, on, parted, now)
+    let parted: Vec<i64> = waited.iter().filter(|(_, on)| dependencies::parted(on.len())).map(|(id, _)| *id).collect();
+    // Each job that had dependencies, once beside each of them: the keys of its rows.
+    let links: (Vec<i64>, Vec<i64>) =
+        waited.into_iter().flat_map(|(id, on)| on.into_iter().map(move |depends_on| (id, depends_on))).unzip();
+    dependencies::succeeded(db, awaited, links, parted, now)
 }
 
 /// Counts a completion; one of a job with a concurrency key also frees a slot of its key, which

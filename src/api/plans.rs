@@ -433,6 +433,14 @@ mod tests {
             assert_no_seq_scan(&plan);
             assert_reads_index(&plan, index);
         }
+        // A completed job's own rows are found by their whole key, not among every row of each of
+        // its dependencies (a fan-out's jobs would each read all their siblings' rows).
+        let dependents = generic_plan(
+            include_str!("../../sql/queries/dependencies_dependents.sql"),
+            "bigint[], bigint[], bigint[]",
+            "ARRAY[1], ARRAY[3], ARRAY[2]",
+        );
+        assert_index_cond(&dependents, "jq_job_dependencies_pkey", "job_id = ");
     }
 
     /// A claim statement has a plan node only for what its queue uses (guide, "jq_configure"):
