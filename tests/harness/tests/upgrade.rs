@@ -212,8 +212,8 @@ fn an_upgrade_from_the_first_release_keeps_the_queue_and_matches_a_fresh_install
 }
 
 /// Every object of the extension with its full definition: functions, tables and their columns,
-/// constraints, indexes, views, sequences, types, privileges, the initial privileges (which pg_dump
-/// leaves out), and what pg_dump keeps.
+/// constraints, indexes, triggers, views, sequences, types, privileges, the initial privileges
+/// (which pg_dump leaves out), and what pg_dump keeps.
 fn objects(client: &mut Client) -> Vec<String> {
     text_rows(
         client,
@@ -243,6 +243,9 @@ fn objects(client: &mut Client) -> Vec<String> {
              FROM rel r JOIN pg_constraint co ON co.conrelid = r.oid
              UNION ALL
              SELECT 'index ' || pg_get_indexdef(i.indexrelid) FROM rel r JOIN pg_index i ON i.indrelid = r.oid
+             UNION ALL
+             SELECT 'trigger ' || pg_get_triggerdef(t.oid)
+             FROM rel r JOIN pg_trigger t ON t.tgrelid = r.oid AND NOT t.tgisinternal
              UNION ALL
              SELECT 'view ' || relname || ': ' || pg_get_viewdef(oid) FROM rel WHERE relkind = 'v'
              UNION ALL
