@@ -52,6 +52,13 @@ CREATE TABLE jq_dependency_parts (
 );
 SELECT pg_catalog.pg_extension_config_dump('jq_dependency_parts', '');
 
+-- A keyed claim looks up a key's own limit only in a queue that has rows in jq_key_settings, which
+-- each session keeps with the queue's settings (src/api/settings.rs): a change of the table tells
+-- every session to read them again, as jq_queues' does.
+CREATE TRIGGER jq_settings_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON jq_key_settings
+    FOR EACH STATEMENT EXECUTE FUNCTION jq_table_changed();
+
 -- The views, with the new columns at their ends.
 CREATE OR REPLACE VIEW jq_jobs AS
 SELECT j.id, q.queue_name, j.payload, j.status, j.priority, j.available_at, j.attempt_count,

@@ -1,6 +1,7 @@
 -- Parameters $1 to $12 as in claim.sql; $13 the concurrency keys this claim holds the key locks of
 -- (src/api/keys.rs), in the rotation's order; $14 for each, at most how many of its jobs to take;
--- $15 the key rate limit (NULL: none) and $16 its window now (src/api/rates.rs).
+-- $15 the key rate limit (NULL: none) and $16 its window now (src/api/rates.rs); $17 the queue's
+-- key_concurrency_limit (NULL: none), as the session keeps it (src/api/settings.rs).
 --
 -- The start of the keyed claim statement, which parts/claim_update.sql ends, as claim.sql's does
 -- (src/api/claim/take.rs joins them, and drops the latter's fairness section: starvation is
@@ -23,11 +24,15 @@ WITH keys AS (
     SELECT c.ctid
     FROM keys
     CROSS JOIN LATERAL (
-        -- The key's own limit, or the queue's, or none.
-        SELECT coalesce((SELECT s.concurrency_limit FROM jq_key_settings s
+        -- The key's own limit, or the queue's, or none. A queue without a row in jq_key_settings
+        -- has no key of its own limit to look up: its statements are made without this section
+        -- (src/api/claim/take.rs), whose plan nodes every claim started and ended.
+        SELECT coalesce(
+-- key settings: begin
+                        (SELECT s.concurrency_limit FROM jq_key_settings s
                          WHERE s.queue_name = $1 AND s.concurrency_key = keys.concurrency_key),
-                        (SELECT q.key_concurrency_limit FROM jq_queues q WHERE q.queue_name = $1),
-                        2147483647)
+-- key settings: end
+                        $17::int, 2147483647)
                OPERATOR(pg_catalog.-) (
                    SELECT pg_catalog.count(*)::int
                    FROM jq_live_jobs r

@@ -36,3 +36,7 @@ CREATE TRIGGER jq_settings_changed
 CREATE TRIGGER jq_settings_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON jq_queue_ids
     FOR EACH STATEMENT EXECUTE FUNCTION jq_table_changed();
+-- And the keys' own settings, which a keyed claim looks up only in a queue that has some.
+CREATE TRIGGER jq_settings_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON jq_key_settings
+    FOR EACH STATEMENT EXECUTE FUNCTION jq_table_changed();

@@ -24,7 +24,8 @@ use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi;
 
-use super::rates::{self, Rate};
+use super::rates;
+use super::settings::Settings;
 use crate::db::Session;
 use crate::error;
 use crate::shared::key_lock::KeyLock;
@@ -99,33 +100,33 @@ pub fn enqueued_keyed(queue_name: &str) {
 
 /// Claims up to `want` jobs with a concurrency key, key by key from where this session's rotation
 /// stands: one of `statements` (the second when a key's pending jobs have more than one priority,
-/// so that its starving jobs are looked for; `priorities`: the queue has had jobs of more than one,
-/// else no key has) with `args()` ($1 to $12 of claim.sql) and, as $13 to $16, the keys locked,
-/// each one's share, and the key rate (`key_rate`) with its window at `now`. Counts what each key
-/// took against its rate. Returns the claimed rows, and when a key rate held back may let more be
-/// claimed (the next window), if it held any back.
+/// so that its starving jobs are looked for; the queue's `priorities` setting: it has had jobs of
+/// more than one, else no key has) with `args()` ($1 to $12 of claim.sql) and, as $13 to $17, the
+/// keys locked, each one's share, the queue's key rate with its window at `now`, and its
+/// key_concurrency_limit. Counts what each key took against its rate. Returns the claimed rows,
+/// and when a key rate held back may let more be claimed (the next window), if it held any back.
 #[allow(clippy::too_many_arguments)]
 pub fn claim<T>(
     db: &mut Session,
     statements: (&'static str, &'static str),
     args: impl Fn() -> [DatumWithOid<'static>; 12],
     queue_name: &str,
-    priorities: bool,
+    settings: &Settings,
     want: i32,
-    key_rate: Option<Rate>,
     now: pg_sys::TimestampTz,
     keyed_job: impl Fn(&T) -> Option<&str>,
 ) -> spi::Result<(Vec<T>, Option<pg_sys::TimestampTz>)>
 where
     T: crate::db::FromRow,
 {
+    let key_rate = settings.rates.key;
     let window = key_rate.map(|rate| rate.window(now));
     let window_arg = window.and_then(|w| pgrx::datum::TimestampWithTimeZone::try_from(w).ok());
     let mut claimed: Vec<T> = Vec::new();
     let mut visited = 0;
     while (claimed.len() as i32) < want && visited < MOST_KEYS_PER_CLAIM {
         let left = want - claimed.len() as i32;
-        let Some(first) = next_key(db, queue_name, priorities)? else {
+        let Some(first) = next_key(db, queue_name, settings)? else {
             break;
         };
         visited += 1;
@@ -157,6 +158,7 @@ where
         all.push(shares.clone().into());
         all.push(key_rate.map(|rate| rate.limit).into());
         all.push(window_arg.into());
+        all.push(settings.key_concurrency_limit.into());
         let rows: Vec<T> = db.rows(statement, &all)?;
         let mut counted = (Vec::new(), Vec::new());
         let mut turn_goes_on = Vec::new();
@@ -189,14 +191,22 @@ where
 
 /// The next key of the rotation with its turn, reading ahead when none is left; None at the end of
 /// a round, when the jobs without a key take their turn and the next round starts at the first key.
-fn next_key(db: &mut Session, queue_name: &str, priorities: bool) -> spi::Result<Option<(String, i32, bool)>> {
+fn next_key(db: &mut Session, queue_name: &str, settings: &Settings) -> spi::Result<Option<(String, i32, bool)>> {
     if let Some(key) = with_rotation(queue_name, |r| r.upcoming.pop_front()) {
         return Ok(Some(key));
     }
     let (after, at_end) = with_rotation(queue_name, |r| (r.after.clone(), r.at_end));
     if !at_end {
-        let keys: Vec<(String, i32, bool)> =
-            db.rows(KEYS, &[queue_name.into(), after.as_str().into(), LOOKAHEAD.into(), priorities.into()])?;
+        let keys: Vec<(String, i32, bool)> = db.rows(
+            KEYS,
+            &[
+                queue_name.into(),
+                after.as_str().into(),
+                LOOKAHEAD.into(),
+                settings.priorities.into(),
+                settings.key_settings.into(),
+            ],
+        )?;
         let found = keys.len();
         let key = with_rotation(queue_name, |r| {
             r.upcoming.extend(keys);
@@ -409,6 +419,22 @@ mod tests {
         assert_eq!(claimed.len(), 4, "and b's one: {claimed:?}");
         let settings = one::<pgrx::JsonB>("SELECT jq_configure_key('ko2', 'a', '{\"concurrency_limit\": null}')").0;
         assert_eq!(settings, serde_json::json!({"concurrency_limit": null, "weight": 1}));
+    }
+
+    /// A key's own limit set once the queue's claims have begun applies from the next claim: the
+    /// session's settings, which said no key of the queue had one (so its claims looked none up),
+    /// are forgotten when jq_key_settings changes.
+    #[pg_test]
+    fn a_keys_own_limit_set_later_applies_from_the_next_claim() {
+        run("SELECT jq_configure('ko3', '{\"key_concurrency_limit\": 1}')");
+        let a = keyed("ko3", "a", 5);
+        assert_eq!(ids("SELECT id FROM jq_claim('ko3', 'w', batch_size => 10)"), vec![a[0]]);
+        run("SELECT jq_configure_key('ko3', 'a', '{\"concurrency_limit\": 3}')");
+        assert_eq!(ids("SELECT id FROM jq_claim('ko3', 'w', batch_size => 10) ORDER BY id"), vec![a[1], a[2]]);
+        run("DELETE FROM jq_key_settings WHERE queue_name = 'ko3'");
+        let token = one::<i64>(&format!("SELECT lease_token FROM jq_jobs WHERE id = {}", a[0]));
+        assert!(complete(a[0], "w", token));
+        assert_eq!(ids("SELECT id FROM jq_claim('ko3', 'w', batch_size => 10)"), Vec::<i64>::new(), "1 again");
     }
 
     /// An operator can tell "slow because limited" from "slow because no workers": each limit's

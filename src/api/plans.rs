@@ -197,12 +197,13 @@ mod tests {
         }
         // The key rotation: the next keys by a skip scan, then one range of each key's pending jobs
         // and one of its running ones.
-        let keys = generic_plan(crate::api::keys::KEYS, "text, text, int, bool", "'q1', '', 32, true");
+        let keys = generic_plan(crate::api::keys::KEYS, "text, text, int, bool, bool", "'q1', '', 32, true, true");
         assert_no_sort_and_no_seq_scan(&keys);
         assert_reads_index(&keys, "jq_live_jobs_key_claim");
-        let (lean, starvation) = crate::api::claim::statements_keyed(false, false);
-        let (ordered_lean, ordered_starvation) = crate::api::claim::statements_keyed(true, false);
-        let (rated_lean, rated_starvation) = crate::api::claim::statements_keyed(false, true);
+        let (lean, starvation) = crate::api::claim::statements_keyed(false, false, false);
+        let (ordered_lean, ordered_starvation) = crate::api::claim::statements_keyed(true, false, false);
+        let (rated_lean, rated_starvation) = crate::api::claim::statements_keyed(false, true, false);
+        let (own_lean, own_starvation) = crate::api::claim::statements_keyed(false, false, true);
         for (batch, key_rate, statement) in [
             (1, "NULL, NULL", lean),
             (1, "NULL, NULL", starvation),
@@ -211,15 +212,26 @@ mod tests {
             (1000, "5, now()", rated_starvation),
             (1, "NULL, NULL", ordered_lean),
             (1000, "NULL, NULL", ordered_starvation),
+            (1, "NULL, NULL", own_lean),
+            (1000, "NULL, NULL", own_starvation),
         ] {
             let keyed = generic_plan(
                 statement,
-                &format!("{CLAIM_TYPES}, text[], int[], int, timestamptz"),
+                &format!("{CLAIM_TYPES}, text[], int[], int, timestamptz, int"),
                 &format!(
                     "'q1', 'w', '1 minute', {batch}, now(), 1, 0, 2147483647, '-infinity', -9223372036854775808, \
-                     NULL, '5 minutes', ARRAY['k1', 'k2'], ARRAY[{batch}, {batch}], {key_rate}"
+                     NULL, '5 minutes', ARRAY['k1', 'k2'], ARRAY[{batch}, {batch}], {key_rate}, 1"
                 ),
             );
+            // A key's own limit by its key, read only by the statements of a queue that has some;
+            // the queue's limit is the session's, never read here.
+            let own = [own_lean, own_starvation].contains(&statement);
+            assert!(plan_nodes(&keyed).iter().all(|n| n["Relation Name"] != "jq_queues"), "{keyed}");
+            if own {
+                assert_index_cond(&keyed, "jq_key_settings_pkey", "concurrency_key = ");
+            } else {
+                assert!(plan_nodes(&keyed).iter().all(|n| n["Relation Name"] != "jq_key_settings"), "{keyed}");
+            }
             assert_sorts_only_starving_jobs(&keyed);
             let ordered = [ordered_lean, ordered_starvation].contains(&statement);
             let reads_ordering = plan_nodes(&keyed).iter().any(|n| n["Index Name"] == "jq_live_jobs_ordering");

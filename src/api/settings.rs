@@ -3,7 +3,8 @@
 //! the table's statement trigger, which sends an invalidation of the table to every session at
 //! commit (to this one at the end of the command); so does a change of jq_queue_ids: a queue's
 //! first enqueue, which gives it its number, or one that sets its `ordering_keys` or its
-//! `priorities` (`used`). Each session's callback then forgets every queue's settings, and the
+//! `priorities` (`used`); and one of jq_key_settings (jq_configure_key), whose rows a keyed claim
+//! looks up only in a queue that has some. Each session's callback then forgets every queue's settings, and the
 //! next claim reads them again. Invalidations are taken in at the start of every transaction, and
 //! a waiting claim takes them in before each look. A transaction (or savepoint) that rolls back
 //! has its invalidations replayed in its own session, so nothing read of its changes stays kept:
@@ -57,12 +58,17 @@ pub struct Settings {
     pub max_attempts: i32,
     /// Whether a succeeded job stays in the history (guide, "Queues that keep nothing").
     pub keep_succeeded: bool,
+    /// The limit of each concurrency key without one of its own (guide, "Flow control").
+    pub key_concurrency_limit: Option<i32>,
+    /// Whether some key of the queue has a row in jq_key_settings (its own limit or weight): only
+    /// then does a keyed claim look them up.
+    pub key_settings: bool,
 }
 
 /// One row of `queue_settings.sql`: the settings, and the oids of the tables they are read from.
 struct Read {
     settings: Settings,
-    tables: [pg_sys::Oid; 2],
+    tables: [pg_sys::Oid; 3],
 }
 
 impl FromRow for Read {
@@ -88,8 +94,11 @@ impl FromRow for Read {
             notify: Column::column(row, 14)?,
             max_attempts: Column::column(row, 15)?,
             keep_succeeded: Column::column(row, 16)?,
+            key_concurrency_limit: Column::column(row, 17)?,
+            key_settings: Column::column(row, 18)?,
         };
-        Ok(Read { settings, tables: [Column::column(row, 17)?, Column::column(row, 18)?] })
+        let tables = [Column::column(row, 19)?, Column::column(row, 20)?, Column::column(row, 21)?];
+        Ok(Read { settings, tables })
     }
 }
 
@@ -101,7 +110,7 @@ thread_local! {
     /// Whether some queue keeps no succeeded job; None until read.
     static ANY_KEEPS_NOTHING: Cell<Option<bool>> = const { Cell::new(None) };
     /// The oids of jq_queues and jq_queue_ids; None until read (then every invalidation forgets).
-    static TABLES: Cell<Option<[pg_sys::Oid; 2]>> = const { Cell::new(None) };
+    static TABLES: Cell<Option<[pg_sys::Oid; 3]>> = const { Cell::new(None) };
     static CALLBACK_REGISTERED: Cell<bool> = const { Cell::new(false) };
 }
 
@@ -172,8 +181,9 @@ fn register_callback() {
     CALLBACK_REGISTERED.set(true);
 }
 
-/// jq_queues or jq_queue_ids changed (their statement triggers send an invalidation of them), or
-/// was dropped with the extension, or every relation was invalidated at once.
+/// jq_queues, jq_queue_ids or jq_key_settings changed (their statement triggers send an
+/// invalidation of them), or was dropped with the extension, or every relation was invalidated at
+/// once.
 #[pg_guard]
 unsafe extern "C-unwind" fn relation_changed(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
     let ours = TABLES.get().is_none_or(|tables| tables.contains(&relid));
@@ -185,8 +195,8 @@ unsafe extern "C-unwind" fn relation_changed(_arg: pg_sys::Datum, relid: pg_sys:
     }
 }
 
-/// The statement trigger of every table whose contents sessions keep (jq_queues and jq_queue_ids:
-/// the settings here; jq_grants: the rights' answers, `crate::rights`): tell every session (this
+/// The statement trigger of every table whose contents sessions keep (jq_queues, jq_queue_ids and
+/// jq_key_settings: the settings here; jq_grants: the rights' answers, `crate::rights`): tell every session (this
 /// one included, at the end of the command) to forget what it keeps of the trigger's table once
 /// this transaction commits.
 #[pg_trigger]

@@ -189,12 +189,11 @@ fn in_turn(
     let keyed_rows = |db: &mut Session, want: i32, taken: &mut Taken| -> spi::Result<()> {
         let (rows, again_at) = keys::claim(
             db,
-            statements_keyed(ordered, settings.rates.key.is_some()),
+            statements_keyed(ordered, settings.rates.key.is_some(), settings.key_settings),
             || args(want),
             queue_name,
-            settings.priorities,
+            settings,
             want,
-            settings.rates.key,
             now,
             |row: &Row| row.concurrency_key.as_deref(),
         )?;
@@ -256,19 +255,26 @@ pub(crate) fn statement_one_priority(ordered: bool) -> &'static str {
 
 /// The keyed claim statements: `claim_keyed.sql` with `parts/claim_update.sql`, without its
 /// fairness section; the first also without its key starvation section (as that file's header
-/// says); each with the ordering-key check or without it (`ordered`), and with the look-up of the
-/// key rate or without it (`rated`: the queue has a key rate).
-pub(crate) fn statements_keyed(ordered: bool, rated: bool) -> (&'static str, &'static str) {
-    static STATEMENTS: LazyLock<[(String, String); 4]> = LazyLock::new(|| {
-        let made = |rated: bool, ordered: bool| {
-            let all = without_sections(KEYED, "fairness");
-            let starvation = if rated { all } else { without_sections(&all, "key rate") };
-            let plain = without_sections(&starvation, "key starvation");
-            (ordering_keys(&plain, ordered), ordering_keys(&starvation, ordered))
+/// says); each with the ordering-key check or without it (`ordered`), with the look-up of the key
+/// rate or without it (`rated`: the queue has a key rate), and with the look-up of a key's own
+/// limit or without it (`own_limits`: the queue has rows in jq_key_settings).
+pub(crate) fn statements_keyed(ordered: bool, rated: bool, own_limits: bool) -> (&'static str, &'static str) {
+    static STATEMENTS: LazyLock<Vec<(String, String)>> = LazyLock::new(|| {
+        let made = |index: usize| {
+            let (own_limits, rated, ordered) = (index & 4 != 0, index & 2 != 0, index & 1 != 0);
+            let mut all = without_sections(KEYED, "fairness");
+            if !rated {
+                all = without_sections(&all, "key rate");
+            }
+            if !own_limits {
+                all = without_sections(&all, "key settings");
+            }
+            let plain = without_sections(&all, "key starvation");
+            (ordering_keys(&plain, ordered), ordering_keys(&all, ordered))
         };
-        [made(false, false), made(false, true), made(true, false), made(true, true)]
+        (0..8).map(made).collect()
     });
-    let (plain, starvation) = &STATEMENTS[usize::from(rated) * 2 + usize::from(ordered)];
+    let (plain, starvation) = &STATEMENTS[usize::from(own_limits) * 4 + usize::from(rated) * 2 + usize::from(ordered)];
     (plain.as_str(), starvation.as_str())
 }
 
@@ -312,8 +318,9 @@ mod unit {
     /// with the look-up, its section taken out for no limit at all, and nothing else changed.
     #[test]
     fn keyed_claims_look_up_a_key_rate_only_for_a_queue_that_has_one() {
-        for ordered in [false, true] {
-            let (rated, unrated) = (statements_keyed(ordered, true), statements_keyed(ordered, false));
+        for (ordered, own_limits) in [(false, false), (true, false), (false, true), (true, true)] {
+            let (rated, unrated) =
+                (statements_keyed(ordered, true, own_limits), statements_keyed(ordered, false, own_limits));
             for (with, without) in [(rated.0, unrated.0), (rated.1, unrated.1)] {
                 assert!(with.contains("FROM jq_rate_counts c"), "{with}");
                 assert!(
@@ -321,6 +328,22 @@ mod unit {
                     "{without}"
                 );
                 assert_eq!(without, without_sections(with, "key rate"));
+            }
+        }
+    }
+
+    /// A queue without rows in jq_key_settings claims by keys with a statement that looks up no
+    /// key's own limit: the one with the look-up, its section taken out, the queue's limit (a
+    /// parameter, kept with its settings) then the only one; and none reads jq_queues.
+    #[test]
+    fn keyed_claims_look_up_a_key_limit_only_for_a_queue_that_has_some() {
+        for (ordered, rated) in [(false, false), (true, false), (false, true), (true, true)] {
+            let (own, none) = (statements_keyed(ordered, rated, true), statements_keyed(ordered, rated, false));
+            for (with, without) in [(own.0, none.0), (own.1, none.1)] {
+                assert!(with.contains("FROM jq_key_settings s"), "{with}");
+                assert!(!without.contains("FROM jq_key_settings"), "{without}");
+                assert_eq!(without, without_sections(with, "key settings"));
+                assert!(!with.contains("FROM jq_queues") && without.contains("$17::int, 2147483647)"), "{without}");
             }
         }
     }
@@ -336,10 +359,12 @@ mod unit {
             (statement(false, false), statement(false, true), 4),
             (statement(true, false), statement(true, true), 2),
             (statement_one_priority(false), statement_one_priority(true), 1),
-            (statements_keyed(false, false).0, statements_keyed(true, false).0, 1),
-            (statements_keyed(false, false).1, statements_keyed(true, false).1, 2),
-            (statements_keyed(false, true).0, statements_keyed(true, true).0, 1),
-            (statements_keyed(false, true).1, statements_keyed(true, true).1, 2),
+            (statements_keyed(false, false, false).0, statements_keyed(true, false, false).0, 1),
+            (statements_keyed(false, false, false).1, statements_keyed(true, false, false).1, 2),
+            (statements_keyed(false, true, false).0, statements_keyed(true, true, false).0, 1),
+            (statements_keyed(false, true, false).1, statements_keyed(true, true, false).1, 2),
+            (statements_keyed(false, false, true).0, statements_keyed(true, false, true).0, 1),
+            (statements_keyed(false, true, true).1, statements_keyed(true, true, true).1, 2),
         ];
         for (plain, ordered, places) in made {
             assert_eq!(plain.matches(without).count(), places, "{plain}");
