@@ -58,7 +58,7 @@ PARTS=(
   "function search_path|ProcessGUCArray AtEOXact_GUC"
   "jq_claim|jq_claim_wait_wrapper"
   "jq_complete|jq_complete_job_wrapper"
-  "jq_enqueue|jq_enqueue_job_wrapper"
+  "jq_enqueue|jq_enqueue_one_wrapper"
 )
 
 declare -A micros jobs
