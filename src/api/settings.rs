@@ -6,7 +6,9 @@
 //! `priorities` (`used`); and one of jq_key_settings (jq_configure_key), whose rows a keyed claim
 //! looks up only in a queue that has some. Each session's callback then forgets every queue's settings, and the
 //! next claim reads them again. Invalidations are taken in at the start of every transaction, and
-//! a waiting claim takes them in before each look. A transaction (or savepoint) that rolls back
+//! every claim (each look of a waiting one) takes them in before it reads the settings
+//! (`claim::prepare`), so a change applies from the next claim even within a transaction. A
+//! transaction (or savepoint) that rolls back
 //! has its invalidations replayed in its own session, so nothing read of its changes stays kept:
 //! not a queue number given by a first enqueue that rolled back, which a later one would not get
 //! again.

@@ -173,8 +173,9 @@ fn ordering_keys_run_one_at_a_time_in_id_order_under_eight_claimers() {
 }
 
 /// A session keeps a queue's settings (guide, "jq_configure"): a change made in another session,
-/// by jq_configure or by an UPDATE of jq_queues, applies from its next claim; so does the queue's
-/// first job with an ordering key, whose check its claims then take in.
+/// by jq_configure, jq_configure_key or an UPDATE of jq_queues or jq_key_settings, applies from its
+/// next claim; so does the queue's first job with an ordering key, whose check its claims then
+/// take in.
 #[test]
 fn a_sessions_kept_settings_follow_every_change_made_elsewhere() {
     let cluster = Cluster::start();
@@ -218,6 +219,30 @@ fn a_sessions_kept_settings_follow_every_change_made_elsewhere() {
     admin.batch_execute("UPDATE jq_queues SET max_attempts = 4 WHERE queue_name = 'kept'").unwrap();
     let batch = "SELECT min(b) FROM jq_enqueue_batch('kept', ARRAY['{}'::jsonb]) b";
     assert_eq!(attempts(&mut worker, batch), 4, "set by an UPDATE");
+
+    // The keys' limits (guide, "Flow control"), the queue's and a key's own, set elsewhere apply
+    // from the worker's next claim, even one in the transaction of its claim before.
+    admin
+        .batch_execute(
+            "SELECT jq_configure('kept_keys', '{\"key_concurrency_limit\": 1}');
+             SELECT jq_enqueue('kept_keys', '{}', concurrency_key => 'a') FROM generate_series(1, 9)",
+        )
+        .unwrap();
+    let claim_keyed = |client: &mut Client| -> usize {
+        client.query("SELECT id FROM jq_claim('kept_keys', 'w', batch_size => 10)", &[]).unwrap().len()
+    };
+    worker.batch_execute("BEGIN").unwrap();
+    assert_eq!(claim_keyed(&mut worker), 1, "the queue's key limit");
+    admin.batch_execute("SELECT jq_configure_key('kept_keys', 'a', '{\"concurrency_limit\": 3}')").unwrap();
+    assert_eq!(claim_keyed(&mut worker), 2, "the key's own limit, set by jq_configure_key");
+    admin
+        .batch_execute(
+            "DELETE FROM jq_key_settings WHERE queue_name = 'kept_keys';
+             UPDATE jq_queues SET key_concurrency_limit = 5 WHERE queue_name = 'kept_keys'",
+        )
+        .unwrap();
+    assert_eq!(claim_keyed(&mut worker), 2, "the queue's key limit again, raised by an UPDATE");
+    worker.batch_execute("COMMIT").unwrap();
 }
 
 /// A queue's first enqueue gives it its number, which sessions keep with its settings. If that
