@@ -3,30 +3,20 @@
 # (make bench's settings, synchronous_commit off), two queues filled alike: `dagq` in units of
 # W13's shape (bench/systems/jobqueue/fill_dag.sql: one job, 100 that depend on it, one that depends
 # on those 100) and `plainq` with as many jobs without dependencies. One PL/pgSQL procedure
-# (bench/systems/jobqueue/turns.sql) then claims and completes a job of `dagq`, commits, does the
-# same for `plainq`, and so on to the end, adding up the time of each side. The two sides take turns job by job, so whatever slows the
-# machine slows both alike, and the ratio repeats where separate runs do not. It measures the
-# server alone: no client, no network, one backend.
+# (bench/systems/jobqueue/turns.sql, run by bench/turns.sh) then claims and completes a job of
+# `dagq`, commits, does the same for `plainq`, and so on to the end, adding up the time of each
+# side. The two sides take turns job by job, so whatever slows the machine slows both alike, and
+# the ratio repeats where separate runs do not. It measures the server alone: no client, no
+# network, one backend.
 #   bench/dag_cost.sh [units of 102 jobs] [rounds]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. scripts/pgversion.sh   # the server version's psql first
-unset RUST_BACKTRACE
-
 UNITS=${1:-100}
 ROUNDS=${2:-3}
 DIR=${TMPDIR:-/tmp}/pg_jobqueue-bench-dag
 PORT=${BENCH_PORT:-55499}
-export PGHOST=127.0.0.1 PGPORT=$PORT PGUSER=postgres PGDATABASE=postgres
-trap 'scripts/pg.sh stop "$DIR"' EXIT
-
-scripts/pg.sh stop "$DIR"
-scripts/pg.sh start "$DIR" "$PORT" "shared_buffers = 1GB" "max_wal_size = 8GB" "checkpoint_timeout = 30min" \
-  "jit = off" "shared_preload_libraries = 'pg_jobqueue'" "synchronous_commit = off" >/dev/null
-psql -X -q -v ON_ERROR_STOP=1 <<'SQL'
-CREATE EXTENSION pg_jobqueue;
-SQL
-psql -X -q -v ON_ERROR_STOP=1 -f bench/systems/jobqueue/turns.sql
+LABEL=DAG
+. bench/turns.sh
 
 for round in $(seq 1 "$ROUNDS"); do
   psql -X -q -v ON_ERROR_STOP=1 -v units="$UNITS" <<'SQL'
@@ -51,11 +41,6 @@ $$;
 VACUUM ANALYZE;
 CHECKPOINT;
 SQL
-  psql -X -q -v ON_ERROR_STOP=1 -c "CALL bench_drain($round, 'dagq')"
-  psql -X -At -F ' ' -c "SELECT round, jobs, round(side_us::numeric, 1), round(plain_us::numeric, 1),
-                                round((plain_us / side_us)::numeric, 3) FROM bench_turns WHERE round = $round" |
-    awk '{ printf "round %d  %d jobs each  DAG %7.1f us/job  plain %7.1f us/job  plain/DAG %s\n", $1, $2, $3, $4, $5 }'
+  turns_round "$round" dagq
 done
-psql -X -At -c "SELECT 'median of ' || count(*) || ' rounds: plain/DAG ' ||
-                       round(percentile_disc(0.5) WITHIN GROUP (ORDER BY plain_us / side_us)::numeric, 3)
-                FROM bench_turns"
+turns_median
