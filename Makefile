@@ -5,7 +5,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 PG ?= 15
 export PG
 
-.PHONY: all setup setup-build build install install-release lint test test-unit test-regress test-pgsuite test-isolation test-integration test-browser test-cluster test-package test-readme test-docs docs package demo soak bench bench-quick bench-cluster bench-claim bench-profile bench-reap bench-schema bench-upgrade bench-dashboard bench-dag bench-keys clean
+.PHONY: all setup setup-build build install install-release lint test test-unit test-regress test-pgsuite test-isolation test-integration test-browser test-cluster test-package test-readme test-docs docs package demo soak bench bench-quick bench-cluster bench-claim bench-profile bench-reap bench-schema bench-upgrade bench-dashboard bench-dag bench-keys bench-enqueue clean
 
 all: build
 
@@ -138,6 +138,11 @@ bench-dag: setup install-release
 # bench/key_cost.sh.
 bench-keys: setup install-release
 	@bench/key_cost.sh
+
+# What an enqueue is made of: W1 and W2 with the hot table's indexes, CHECK and function each taken
+# away in turn, against the baseline and pgmq; see bench/enqueue_cost.sh.
+bench-enqueue: setup install-release
+	@bench/enqueue_cost.sh
 
 # How soon the background reaper reaps an expired lease; see bench/reap_latency.sh.
 bench-reap: setup install

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Where the server's CPU goes per job, pg_jobqueue against the classic SKIP LOCKED queue, on one
 # scratch server: release build, preloaded, 8 clients, W3 (`bench/systems/*/w3_claim_complete.sql`:
-# claim, then complete, one transaction each) or W1 (`w1_enqueue.sql`: one enqueue per transaction).
+# claim, then complete, one transaction each), W1 (`w1_enqueue.sql`: one enqueue per transaction) or W2
+# (`w2_enqueue_batch.sql`: 100 jobs per call).
 # Each system runs under `perf record -a` with DWARF call graphs; the table gives CPU microseconds
 # per job, in total and in the parts of PostgreSQL where the two differ (a part's time includes what
 # it calls, so the parts overlap), then the WAL each wrote per job by record type (pg_waldump --stats).
-#   bench/profile.sh [seconds per system] [synchronous_commit] [w3|w1]
+#   bench/profile.sh [seconds per system] [synchronous_commit] [w3|w1|w2]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unset RUST_BACKTRACE
@@ -14,9 +15,10 @@ SECONDS_PER_RUN=${1:-8}
 SYNC=${2:-on}
 WORKLOAD=${3:-w3}
 case $WORKLOAD in
-  w3) SCRIPT=w3_claim_complete.sql FILL=$((SECONDS_PER_RUN * 12000)) ;;
-  w1) SCRIPT=w1_enqueue.sql FILL=0 ;;
-  *) echo "workload: w3 or w1, not $WORKLOAD" >&2; exit 2 ;;
+  w3) SCRIPT=w3_claim_complete.sql FILL=$((SECONDS_PER_RUN * 12000)) PER=1 ;;
+  w1) SCRIPT=w1_enqueue.sql FILL=0 PER=1 ;;
+  w2) SCRIPT=w2_enqueue_batch.sql FILL=0 PER=100 ;;
+  *) echo "workload: w3, w1 or w2, not $WORKLOAD" >&2; exit 2 ;;
 esac
 FREQ=299
 DIR=${TMPDIR:-/tmp}/pg_jobqueue-bench-profile
@@ -59,6 +61,7 @@ PARTS=(
   "jq_claim|jq_claim_wait_wrapper"
   "jq_complete|jq_complete_job_wrapper"
   "jq_enqueue|jq_enqueue_one_wrapper"
+  "jq_enqueue_batch|jq_enqueue_many_wrapper"
 )
 
 declare -A micros jobs
@@ -66,9 +69,9 @@ for system in baseline jobqueue; do
   PGDATABASE=$system psql -X -q -c "VACUUM ANALYZE" -c "CHECKPOINT"
   from=$(psql -X -A -t -c "SELECT pg_current_wal_insert_lsn()")
   perf record -a --call-graph dwarf,16384 -F $FREQ -o "$work/$system.data" -- \
-    pgbench -n -M prepared -c 8 -j 2 -T "$SECONDS_PER_RUN" -f "bench/systems/$system/$SCRIPT" "$system" \
+    pgbench -n -M prepared -c 8 -j 2 -T "$SECONDS_PER_RUN" -D batch=100 -f "bench/systems/$system/$SCRIPT" "$system" \
     > "$work/$system.pgbench" 2>/dev/null
-  jobs[$system]=$(awk '/actually processed/ { split($0, a, ": "); print a[2] + 0 }' "$work/$system.pgbench")
+  jobs[$system]=$(awk -v per=$PER '/actually processed/ { split($0, a, ": "); print (a[2] + 0) * per }' "$work/$system.pgbench")
   to=$(psql -X -A -t -c "SELECT pg_current_wal_insert_lsn()")
   # Writes out the run's last WAL for pg_waldump. Not a checkpoint: that may recycle the run's segments.
   psql -X -q -A -t -c "SELECT pg_switch_wal()" >/dev/null

@@ -62,7 +62,7 @@ SERVER_CONF = [
 TUNING = {"shared_buffers", "max_wal_size", "checkpoint_timeout", "jit"}
 # Jobs a system is expected to move per second in each workload: sizes the prefill so no run drains
 # its queue. A run that drains anyway is repeated with a larger queue.
-EXPECTED_RATE = {"w3": 12000, "w4_10": 25000, "w4_100": 60000, "w5": 12000}
+EXPECTED_RATE = {"w3": 12000, "w4_10": 50000, "w4_100": 90000, "w5": 12000}
 
 
 def sh(*args, **kw):
