@@ -9,6 +9,8 @@
 #     client, without the function around it;
 #   the baseline (W1) and pgmq (W2).
 # The variants are made with DROP INDEX and ALTER TABLE on a scratch server, for measuring only.
+# Nothing is emptied between runs: each database grows by what its own runs insert (a few million
+# rows by the last W2 run), unlike `make bench`, which starts every run from an emptied table.
 #   bench/enqueue_cost.sh [seconds per run] [runs] [synchronous_commit]
 set -euo pipefail
 cd "$(dirname "$0")/.."
