@@ -71,6 +71,11 @@ enum Known {
     /// A worker a launcher before this one started serves it from this slot (no handle to it
     /// here: it is watched through its slot).
     Adopted(usize),
+    /// Its worker left for a statement that needs the database alone (`DROP DATABASE`, a rename,
+    /// a move or a copy). The slot stays the database's, and its worker starts again in it as soon
+    /// as the statement's transaction ends: a statement that fails costs the database nothing
+    /// more than its own duration, never its slot (guide, "Maintenance").
+    Reserved(usize),
 }
 
 /// A database of pg_database that a worker may connect to.
@@ -147,7 +152,7 @@ fn take_in_news(known: &mut HashMap<u32, Known>, eligible: &HashMap<u32, String>
             *state = Known::Unknown(now);
         }
     }
-    for state in known.values_mut() {
+    for (oid, state) in known.iter_mut() {
         let (slot, stopped) = match state {
             Known::Served(slot, worker) => (*slot, matches!(worker.pid(), Err(BackgroundWorkerStatus::Stopped))),
             Known::Adopted(slot) => (*slot, !served::worker_alive(*slot)),
@@ -157,17 +162,27 @@ fn take_in_news(known: &mut HashMap<u32, Known>, eligible: &HashMap<u32, String>
             continue;
         }
         let absent = served::slot(slot).is_some_and(|(_, state)| state == served::state::ABSENT);
+        if !absent && served::held(*oid) {
+            *state = Known::Reserved(slot);
+            continue;
+        }
         served::free(slot);
         *state = if absent { Known::Absent } else { Known::Unknown(now + RESTART_AFTER) };
     }
-    // Databases dropped: forgotten once no worker of theirs runs.
-    known.retain(|oid, state| eligible.contains_key(oid) || matches!(state, Known::Served(..) | Known::Adopted(_)));
+    // Databases dropped: forgotten once no worker of theirs runs, and a slot kept for one given back.
+    known.retain(|oid, state| {
+        let keep = eligible.contains_key(oid) || matches!(state, Known::Served(..) | Known::Adopted(_));
+        if let (false, Known::Reserved(slot)) = (keep, &*state) {
+            served::free(*slot);
+        }
+        keep
+    });
     // A slot this launcher did not fill: a launcher before this one (which crashed or was
     // terminated) started its worker. A worker still running is adopted, not started twice.
     for (index, database, _) in served::slots_in_use() {
         let mine = known
             .values()
-            .any(|state| matches!(state, Known::Served(slot, _) | Known::Adopted(slot) if *slot == index));
+            .any(|state| matches!(state, Known::Served(slot, _) | Known::Adopted(slot) | Known::Reserved(slot) if *slot == index));
         if mine {
             continue;
         }
@@ -180,7 +195,8 @@ fn take_in_news(known: &mut HashMap<u32, Known>, eligible: &HashMap<u32, String>
     }
 }
 
-/// Starts a worker for each database due to be looked at and not held, up to the bound.
+/// Starts a worker for each database due to be looked at and not held, up to the bound: first in
+/// the slots kept for databases whose hold ended, then in free ones.
 fn start_workers(
     known: &mut HashMap<u32, Known>,
     eligible: &HashMap<u32, String>,
@@ -189,7 +205,28 @@ fn start_workers(
     no_slot_logged: &mut bool,
 ) {
     let now = Instant::now();
-    let mut running = known.values().filter(|state| matches!(state, Known::Served(..) | Known::Adopted(_))).count();
+    let mut running = known
+        .values()
+        .filter(|state| matches!(state, Known::Served(..) | Known::Adopted(_) | Known::Reserved(_)))
+        .count();
+    let released: Vec<(u32, usize)> = known
+        .iter()
+        .filter_map(|(oid, state)| match state {
+            Known::Reserved(slot) if eligible.contains_key(oid) && !served::held(*oid) => Some((*oid, *slot)),
+            _ => None,
+        })
+        .collect();
+    for (oid, slot) in released {
+        // The slot is still the database's: assign finds it, and marks its worker as starting.
+        let slot = served::assign(oid).unwrap_or(slot);
+        if let Some(worker) = start_worker(slot, &eligible[&oid], role) {
+            known.insert(oid, Known::Served(slot, worker));
+        } else {
+            served::free(slot);
+            running -= 1;
+            known.insert(oid, Known::Unknown(now + LOOK_AGAIN));
+        }
+    }
     let mut due: Vec<u32> = known
         .iter()
         .filter(|(oid, state)| matches!(state, Known::Unknown(from) if *from <= now) && eligible.contains_key(oid))

@@ -47,3 +47,24 @@ pub fn exit_process(code: i32) -> ! {
         unreachable!("proc_exit returned")
     }
 }
+
+/// Whether `role` may create objects in `tablespace` (PostgreSQL's ACL check of CREATE on it).
+pub fn may_create_in_tablespace(tablespace: pg_sys::Oid, role: pg_sys::Oid) -> bool {
+    #[cfg(feature = "pg15")]
+    {
+        // SAFETY: an ACL check by oid, which errors only for a tablespace that does not exist (the
+        // caller looked it up just before).
+        unsafe {
+            pg_sys::pg_tablespace_aclcheck(tablespace, role, pg_sys::ACL_CREATE as _) == pg_sys::AclResult::ACLCHECK_OK
+        }
+    }
+    // 16 made the ACL checks one function for every kind of object.
+    #[cfg(feature = "pg18")]
+    {
+        // SAFETY: as above.
+        unsafe {
+            pg_sys::object_aclcheck(pg_sys::TableSpaceRelationId, tablespace, role, pg_sys::ACL_CREATE as _)
+                == pg_sys::AclResult::ACLCHECK_OK
+        }
+    }
+}

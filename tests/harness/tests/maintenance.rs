@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use jq_harness::client::status;
+use jq_harness::client::{sqlstate, status};
 use jq_harness::{wait_until, Client, Cluster};
 
 const PRELOADED: &str = "shared_preload_libraries = 'pg_jobqueue'";
@@ -113,6 +113,59 @@ fn a_served_database_can_be_dropped_renamed_and_copied_at_once() {
         served(&mut client).iter().all(|db| db != "renamed" && db != "copied")
     });
     assert!(!cluster.log().contains("is being accessed by other users"));
+}
+
+/// The pid of the worker serving `database`, if one does.
+fn worker_of(client: &mut Client, database: &str) -> Option<i32> {
+    client
+        .query_opt(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'pg_jobqueue reaper' AND datname = $1",
+            &[&database],
+        )
+        .unwrap()
+        .map(|row| row.get(0))
+}
+
+/// Statements that need a database alone cost its maintenance nothing when PostgreSQL refuses
+/// them: a role with no right on `postgres` runs `DROP DATABASE`, a rename, a move and a copy of
+/// it, forty times, each refused with 42501, and the worker serving it is the same process
+/// throughout. One that a superuser may run but that fails (another session is connected) makes
+/// the worker leave for its duration only: with one worker for two databases, the slot stays
+/// with `postgres`, and the database waiting for a worker does not take it.
+#[test]
+fn refused_and_failed_statements_leave_the_worker_where_it_was() {
+    let cluster = Cluster::start_with(&[PRELOADED, FAST, "pg_jobqueue.max_workers = 1"]);
+    let mut client = cluster.connect();
+    wait_until("postgres is served", || served(&mut client) == ["postgres"]);
+    new_database_with_work(&cluster, "waiting");
+    wait_until("waiting is logged as unserved", || cluster.log().contains("database waiting is not served"));
+    client.batch_execute("CREATE ROLE nobody LOGIN").unwrap();
+    client.batch_execute("CREATE DATABASE spare").unwrap();
+    let worker = worker_of(&mut client, "postgres").expect("a worker serves postgres");
+
+    let nobody_dsn = cluster.dsn().replace("dbname=postgres", "dbname=spare").replace("user=postgres", "user=nobody");
+    let mut nobody = Client::connect(&nobody_dsn, postgres::NoTls).unwrap();
+    for round in 0..10 {
+        for statement in [
+            "DROP DATABASE postgres",
+            "ALTER DATABASE postgres RENAME TO taken",
+            "ALTER DATABASE postgres SET TABLESPACE pg_default",
+            "CREATE DATABASE copied TEMPLATE postgres",
+        ] {
+            assert_eq!(sqlstate(&mut nobody, statement).as_deref(), Some("42501"), "round {round}: {statement}");
+        }
+    }
+    assert_eq!(worker_of(&mut client, "postgres"), Some(worker), "a refused statement moved the worker");
+    assert_eq!(served(&mut client), ["postgres"]);
+
+    // A superuser's DROP DATABASE that fails after its wait, as `client` is still connected.
+    let superuser_dsn = cluster.dsn().replace("dbname=postgres", "dbname=spare");
+    let mut superuser = Client::connect(&superuser_dsn, postgres::NoTls).unwrap();
+    let took = Instant::now();
+    assert_eq!(sqlstate(&mut superuser, "DROP DATABASE postgres").as_deref(), Some("55006"));
+    println!("the failed DROP DATABASE took {:.1} s", took.elapsed().as_secs_f64());
+    wait_until("postgres is served again", || served(&mut client).contains(&"postgres".to_string()));
+    assert_eq!(served(&mut client), ["postgres"], "the waiting database took the slot of a held one");
 }
 
 /// With `max_workers = 2` and three databases with the extension, two are served, and the third
