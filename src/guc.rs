@@ -264,3 +264,52 @@ pub fn reaper_databases() -> Vec<String> {
     let list = REAPER_DATABASES.get().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     list.split(',').map(str::trim).filter(|db| !db.is_empty()).map(str::to_owned).collect()
 }
+
+/// The server's settings that maintenance runs under, whoever runs it (the worker, a claim's
+/// share, `jq_reap()`, `jq_prune()`): what a pass reads and writes must not depend on the session
+/// that happened to trigger it (guide, "Maintenance"). Zone names, dates and intervals as text, and
+/// triggers that fire.
+const MAINTENANCE_SETTINGS: [(&std::ffi::CStr, &std::ffi::CStr); 6] = [
+    (c"TimeZone", c"UTC"),
+    (c"timezone_abbreviations", c"Default"),
+    (c"DateStyle", c"ISO, MDY"),
+    (c"IntervalStyle", c"postgres"),
+    (c"extra_float_digits", c"1"),
+    (c"session_replication_role", c"origin"),
+];
+
+/// Runs `pass` with `MAINTENANCE_SETTINGS` in force, as a function's SET clause would put them,
+/// and the session's own back afterwards. A setting that already has its value is left alone (the
+/// abbreviations are read from a file each time they are set). If `pass` raises an error, the
+/// (sub)transaction's rollback puts the session's settings back.
+pub fn with_maintenance_settings<T>(pass: impl FnOnce() -> T) -> T {
+    // SAFETY: a new GUC nesting level, closed below or by the rollback of an error; each setting is
+    // a known server setting given a valid value, as PostgreSQL's own function SET clauses do.
+    let level = unsafe { pg_sys::NewGUCNestLevel() };
+    for (name, value) in MAINTENANCE_SETTINGS {
+        // SAFETY: reads a known setting's current value as a NUL-terminated string.
+        let current = unsafe { pg_sys::GetConfigOption(name.as_ptr(), true, false) };
+        // SAFETY: as above; a non-null value is NUL-terminated.
+        if !current.is_null() && unsafe { std::ffi::CStr::from_ptr(current) } == value {
+            continue;
+        }
+        // SAFETY: see above. PGC_SUSET, as a superuser's SET clause: session_replication_role is
+        // a superuser's setting, which maintenance puts back to its default.
+        unsafe {
+            pg_sys::set_config_option(
+                name.as_ptr(),
+                value.as_ptr(),
+                pg_sys::GucContext::PGC_SUSET,
+                pg_sys::GucSource::PGC_S_SESSION,
+                pg_sys::GucAction::GUC_ACTION_SAVE,
+                true,
+                0,
+                false,
+            )
+        };
+    }
+    let result = pass();
+    // SAFETY: closes the level opened above, restoring what it saved.
+    unsafe { pg_sys::AtEOXact_GUC(true, level) };
+    result
+}

@@ -11,7 +11,8 @@
 //! The passes themselves are two, whoever runs them (the worker, a claim, `jq_reap()`,
 //! `jq_prune()`): `reap` (expired leases, then expired jobs, then the due ticks: `api::reap`) and
 //! `prune` (retention, then the coming days' partitions: `api::retention`). This module is their
-//! one door for the worker and the claims.
+//! one door for the worker and the claims. Each runs with settings of its own
+//! (`guc::with_maintenance_settings`), never those of the session that triggered it.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

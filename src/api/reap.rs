@@ -55,8 +55,13 @@ fn jq_reap(max_jobs: default!(Option<i32>, 10000)) -> spi::Result<i32> {
 /// Reaps up to `max_jobs` leases expired at `now`, of one queue or of all, and cancels up to as
 /// many pending jobs expired by then; over all queues, makes the schedules' due ticks too. Returns
 /// the leases reaped, and whether the ticks were made. Expects the extension's schema on the
-/// search_path (SQL functions pin it; the background worker sets it).
+/// search_path (SQL functions pin it; the background worker sets it); runs with maintenance's own
+/// settings, whoever calls it.
 pub fn reap_expired(max_jobs: i32, queue_name: Option<&str>, now: TimestampWithTimeZone) -> spi::Result<Reaped> {
+    crate::guc::with_maintenance_settings(|| reap_with_own_settings(max_jobs, queue_name, now))
+}
+
+fn reap_with_own_settings(max_jobs: i32, queue_name: Option<&str>, now: TimestampWithTimeZone) -> spi::Result<Reaped> {
     let leases = robustly(Pass::Leases, max_jobs, queue_name, now)?;
     robustly(Pass::Expiry, max_jobs, queue_name, now)?;
     // The schedules' ticks belong to the passes over every queue: jq_reap(), the background

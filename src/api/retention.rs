@@ -70,8 +70,13 @@ fn jq_prune(max_jobs: default!(Option<i32>, 10000)) -> spi::Result<i32> {
 }
 
 /// The body of `jq_prune`, also run by the background worker. What it only reads, it reads
-/// read-only, so a prune that finds nothing to do takes no transaction id.
+/// read-only, so a prune that finds nothing to do takes no transaction id. Runs with maintenance's
+/// own settings, whoever calls it.
 pub fn prune(max_jobs: i32, by: By) -> spi::Result<i32> {
+    crate::guc::with_maintenance_settings(|| prune_with_own_settings(max_jobs, by))
+}
+
+fn prune_with_own_settings(max_jobs: i32, by: By) -> spi::Result<i32> {
     let now = clock::now();
     // History, its days and its rows, one session at a time (see `history_lock`); a session that
     // finds it taken leaves history to the one that holds it and prunes the rest.

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
-use pgrx::{spi, IntoDatum};
+use pgrx::spi;
 
 use super::enqueue::{self, NewJob};
 use crate::cron::{Civil, Cron};
@@ -401,14 +401,24 @@ fn next_tick(cron: &Cron, zone: &str, after: pg_sys::TimestampTz) -> Option<pg_s
 
 const MICROS: i64 = 1_000_000;
 
-/// The local time in `zone` of an instant, to the second (`instant AT TIME ZONE zone`).
+/// The local time in `zone` of an instant, to the second (`instant AT TIME ZONE zone`, by the zone's
+/// rules alone: never read as an abbreviation, whatever the session's `timezone_abbreviations`).
 fn to_local(zone: &str, at: pg_sys::TimestampTz) -> Civil {
-    // SAFETY: timestamptz_zone takes a text and a timestamptz, both passed by these datums; the
-    // zone was checked to be known (`zone`).
-    let local: i64 = unsafe {
-        pgrx::direct_function_call(pg_sys::timestamptz_zone, &[zone.into_datum(), Some(pg_sys::Datum::from(at))])
-    }
-    .expect("a time zone conversion is not NULL");
+    let rules = zone_rules(zone);
+    // SAFETY: timestamp2tm and tm2timestamp fill the locals passed; the zone's rules come from
+    // pg_tzset, which keeps them for the life of the process.
+    let local = unsafe {
+        let mut tm: pg_sys::pg_tm = std::mem::zeroed();
+        let mut fsec: pg_sys::fsec_t = 0;
+        let mut offset: std::ffi::c_int = 0;
+        let mut local: pg_sys::Timestamp = 0;
+        if pg_sys::timestamp2tm(at, &mut offset, &mut tm, &mut fsec, std::ptr::null_mut(), rules) != 0
+            || pg_sys::tm2timestamp(&mut tm, fsec, std::ptr::null_mut(), &mut local) != 0
+        {
+            error!("a tick's time is out of range in time zone {zone}");
+        }
+        local
+    };
     Civil::from_seconds(local.div_euclid(MICROS))
 }
 
@@ -426,17 +436,43 @@ fn first_instant(zone: &str, local: Civil) -> pg_sys::TimestampTz {
     }
 }
 
-/// The instant PostgreSQL gives a local time in `zone` (`local AT TIME ZONE zone`).
+/// The instant PostgreSQL gives a local time in `zone` (`local AT TIME ZONE zone`, by the zone's
+/// rules alone, as `to_local`).
 fn to_instant(zone: &str, local: Civil) -> pg_sys::TimestampTz {
-    // SAFETY: timestamp_zone takes a text and a timestamp, both passed by these datums; the zone
-    // was checked to be known (`zone`).
+    let rules = zone_rules(zone);
+    // SAFETY: as in `to_local`; DetermineTimeZoneOffset reads the broken-down local time.
     unsafe {
-        pgrx::direct_function_call(
-            pg_sys::timestamp_zone,
-            &[zone.into_datum(), Some(pg_sys::Datum::from(local.to_seconds() * MICROS))],
-        )
+        let mut tm: pg_sys::pg_tm = std::mem::zeroed();
+        let mut fsec: pg_sys::fsec_t = 0;
+        let mut at: pg_sys::TimestampTz = 0;
+        if pg_sys::timestamp2tm(
+            local.to_seconds() * MICROS,
+            std::ptr::null_mut(),
+            &mut tm,
+            &mut fsec,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        ) != 0
+        {
+            error!("a tick's time is out of range in time zone {zone}");
+        }
+        let mut offset = pg_sys::DetermineTimeZoneOffset(&mut tm, rules);
+        if pg_sys::tm2timestamp(&mut tm, fsec, &mut offset, &mut at) != 0 {
+            error!("a tick's time is out of range in time zone {zone}");
+        }
+        at
     }
-    .expect("a time zone conversion is not NULL")
+}
+
+/// The rules of a time zone of the tz database, by name (PostgreSQL keeps them once loaded).
+fn zone_rules(zone: &str) -> *mut pg_sys::pg_tz {
+    let name = std::ffi::CString::new(zone).unwrap_or_default();
+    // SAFETY: pg_tzset reads a NUL-terminated name and returns NULL for an unknown one.
+    let rules = unsafe { pg_sys::pg_tzset(name.as_ptr()) };
+    if rules.is_null() {
+        error!("the time zone \"{zone}\" is not one this server knows");
+    }
+    rules
 }
 
 fn timestamp(at: pg_sys::TimestampTz) -> TimestampWithTimeZone {
@@ -463,7 +499,11 @@ fn cron_argument(value: Option<&str>) -> (&str, Cron) {
     (text.trim(), cron)
 }
 
-/// A time zone name the server knows (as in `pg_timezone_names`: `Europe/Paris`, `UTC`).
+/// A full time zone name the server knows (as in `pg_timezone_names`): an area and a location
+/// (`Europe/Paris`, `America/New_York`, `Etc/GMT+5`), or `UTC`. Abbreviations (`CET`, `EST`) are
+/// refused, though the tz database has zones of some of those names: in SQL they read as fixed
+/// offsets, without summer time, and as another offset in another `timezone_abbreviations` (`EST`
+/// is five hours behind UTC in the default set, ten ahead in `Australia`).
 fn zone(value: Option<&str>) -> &str {
     let name = value.unwrap_or_else(|| null_argument("time_zone"));
     let known = std::ffi::CString::new(name)
@@ -474,6 +514,14 @@ fn zone(value: Option<&str>) -> &str {
         invalid_argument(
             "time_zone",
             format_args!("\"{name}\" is not a time zone this server knows (see pg_timezone_names)"),
+        );
+    }
+    if name != "UTC" && !name.contains('/') {
+        invalid_argument(
+            "time_zone",
+            format_args!(
+                "\"{name}\" is not a full time zone name: give an area and a location, such as America/New_York, or UTC"
+            ),
         );
     }
     name
@@ -522,6 +570,36 @@ mod tests {
     #[should_panic(expected = "time_zone \"Mars/Olympus\" is not a time zone this server knows")]
     fn an_unknown_time_zone_is_refused() {
         run("SELECT jq_schedule('s', '* * * * *', 'q', '{}', time_zone => 'Mars/Olympus')");
+    }
+
+    #[pg_test]
+    #[should_panic(expected = "time_zone \"EST\" is not a full time zone name")]
+    fn an_abbreviation_is_refused() {
+        run("SELECT jq_schedule('s', '* * * * *', 'q', '{}', time_zone => 'EST')");
+    }
+
+    /// A tick is the same whatever the settings of the session whose maintenance (here `jq_reap`)
+    /// makes it: a schedule kept from before abbreviations were refused, in `EST`, ticks at noon by
+    /// that zone's own rules (17:00 UTC) in a session that reads `EST` as Australian (UTC+10), in
+    /// Tokyo's time and another date style; and the session keeps its settings.
+    #[pg_test]
+    fn a_sessions_settings_change_no_tick() {
+        run("SELECT jq_schedule('noon', '0 12 * * *', 'noon_q', '{}')");
+        run("UPDATE jq_schedule_specs SET time_zone = 'EST', next_run = clock_timestamp() - interval '1 minute'
+             WHERE name = 'noon'");
+        run("SET LOCAL timezone_abbreviations = 'Australia'");
+        run("SET LOCAL timezone = 'Asia/Tokyo'");
+        run("SET LOCAL DateStyle = 'SQL, DMY'");
+        run("SELECT jq_reap()");
+        assert_eq!(jobs("noon_q"), 1);
+        assert_eq!(
+            one::<String>(
+                "SELECT to_char(next_run AT TIME ZONE 'Etc/UTC', 'HH24:MI') FROM jq_schedule_specs WHERE name = 'noon'"
+            ),
+            "17:00"
+        );
+        assert_eq!(one::<String>("SELECT current_setting('timezone_abbreviations')"), "Australia");
+        assert_eq!(one::<String>("SELECT current_setting('DateStyle')"), "SQL, DMY");
     }
 
     #[pg_test]
