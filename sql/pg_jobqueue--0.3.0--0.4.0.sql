@@ -263,6 +263,165 @@ REVOKE ALL ON FUNCTION jq_enqueue(text, jsonb, int, timestamptz, int, text, text
     jq_parent_results(bigint), jq_purge(bigint),
     jq_list_jobs(text, jq_status, text, text, interval, int, int) FROM PUBLIC;
 
+-- Where the extension's schema is writable (public), another role may have made there what 0.4.0
+-- brings under the same names and exact signatures before this update: an operator on jq_status
+-- would be picked by every caller's comparison of statuses, and either would stop the update. Each
+-- is dropped first, with a warning naming it and its owner; one that something depends on stops
+-- the update with PostgreSQL's own error instead (drop it yourself). The extension's objects are
+-- never among them: 0.3.0 has none of these.
+DO $$
+DECLARE
+    o record;
+BEGIN
+    FOR o IN
+        SELECT 'OPERATOR' AS kind, p.oid::pg_catalog.regoperator::pg_catalog.text AS name,
+               pg_catalog.pg_get_userbyid(p.oprowner) AS owner
+        FROM pg_catalog.pg_operator p
+        WHERE p.oprnamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
+          AND p.oprleft OPERATOR(pg_catalog.=) 'jq_status'::pg_catalog.regtype
+          AND p.oprright OPERATOR(pg_catalog.=) 'jq_status'::pg_catalog.regtype
+        UNION ALL
+        SELECT 'FUNCTION', p.oid::pg_catalog.regprocedure::pg_catalog.text, pg_catalog.pg_get_userbyid(p.proowner)
+        FROM pg_catalog.pg_proc p
+        WHERE p.pronamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
+          AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY['jq_status_eq', 'jq_status_ne', 'jq_status_lt',
+              'jq_status_le', 'jq_status_gt', 'jq_status_ge', 'jq_sync_schema_usage']::pg_catalog.name[])
+    LOOP
+        RAISE WARNING 'pg_jobqueue: dropping % %, owned by %: the update makes its own', o.kind, o.name, o.owner;
+        EXECUTE pg_catalog.format('DROP %s %s', o.kind, o.name);
+    END LOOP;
+END
+$$;
+
+-- Exact comparison operators for jq_status, and its default operator classes (guide, "Security").
+-- PostgreSQL compares an enum with its polymorphic =(anyenum, anyenum): an exact
+-- =(jq_status, jq_status) that another role created in a schema on a caller's search_path would
+-- be chosen over it, in the caller's own queries (`WHERE status = 'dead'`). These are those exact
+-- signatures, in the extension's schema: no role can create them there again, and one made in a
+-- schema later on the path is never chosen. Each is PostgreSQL's own enum comparison (an exact
+-- signature needs a function of its own). The indexes keep PostgreSQL's enum operator class, as
+-- the extension's own statements name PostgreSQL's operators.
+CREATE FUNCTION jq_status_eq(a jq_status, b jq_status) RETURNS boolean
+    LANGUAGE internal IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE AS 'enum_eq';
+CREATE FUNCTION jq_status_ne(a jq_status, b jq_status) RETURNS boolean
+    LANGUAGE internal IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE AS 'enum_ne';
+CREATE FUNCTION jq_status_lt(a jq_status, b jq_status) RETURNS boolean
+    LANGUAGE internal IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE AS 'enum_lt';
+CREATE FUNCTION jq_status_le(a jq_status, b jq_status) RETURNS boolean
+    LANGUAGE internal IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE AS 'enum_le';
+CREATE FUNCTION jq_status_gt(a jq_status, b jq_status) RETURNS boolean
+    LANGUAGE internal IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE AS 'enum_gt';
+CREATE FUNCTION jq_status_ge(a jq_status, b jq_status) RETURNS boolean
+    LANGUAGE internal IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE AS 'enum_ge';
+
+CREATE OPERATOR = (LEFTARG = jq_status, RIGHTARG = jq_status, FUNCTION = jq_status_eq,
+    COMMUTATOR = =, NEGATOR = <>, RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel, HASHES, MERGES);
+CREATE OPERATOR <> (LEFTARG = jq_status, RIGHTARG = jq_status, FUNCTION = jq_status_ne,
+    COMMUTATOR = <>, NEGATOR = =, RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel);
+CREATE OPERATOR < (LEFTARG = jq_status, RIGHTARG = jq_status, FUNCTION = jq_status_lt,
+    COMMUTATOR = >, NEGATOR = >=, RESTRICT = pg_catalog.scalarltsel, JOIN = pg_catalog.scalarltjoinsel);
+CREATE OPERATOR <= (LEFTARG = jq_status, RIGHTARG = jq_status, FUNCTION = jq_status_le,
+    COMMUTATOR = >=, NEGATOR = >, RESTRICT = pg_catalog.scalarlesel, JOIN = pg_catalog.scalarlejoinsel);
+CREATE OPERATOR > (LEFTARG = jq_status, RIGHTARG = jq_status, FUNCTION = jq_status_gt,
+    COMMUTATOR = <, NEGATOR = <=, RESTRICT = pg_catalog.scalargtsel, JOIN = pg_catalog.scalargtjoinsel);
+CREATE OPERATOR >= (LEFTARG = jq_status, RIGHTARG = jq_status, FUNCTION = jq_status_ge,
+    COMMUTATOR = <=, NEGATOR = <, RESTRICT = pg_catalog.scalargesel, JOIN = pg_catalog.scalargejoinsel);
+
+CREATE OPERATOR CLASS jq_status_ops DEFAULT FOR TYPE jq_status USING btree AS
+    OPERATOR 1 <, OPERATOR 2 <=, OPERATOR 3 =, OPERATOR 4 >=, OPERATOR 5 >,
+    FUNCTION 1 (jq_status, jq_status) pg_catalog.enum_cmp(anyenum, anyenum),
+    FUNCTION 4 (jq_status, jq_status) pg_catalog.btequalimage(oid);
+CREATE OPERATOR CLASS jq_status_hash_ops DEFAULT FOR TYPE jq_status USING hash AS
+    OPERATOR 1 =,
+    FUNCTION 1 (jq_status, jq_status) pg_catalog.hashenum(anyenum),
+    FUNCTION 2 (jq_status, jq_status) pg_catalog.hashenumextended(anyenum, bigint);
+
+REVOKE ALL ON FUNCTION jq_status_eq(jq_status, jq_status), jq_status_ne(jq_status, jq_status),
+    jq_status_lt(jq_status, jq_status), jq_status_le(jq_status, jq_status),
+    jq_status_gt(jq_status, jq_status), jq_status_ge(jq_status, jq_status) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jq_status_eq(jq_status, jq_status), jq_status_ne(jq_status, jq_status),
+    jq_status_lt(jq_status, jq_status), jq_status_le(jq_status, jq_status),
+    jq_status_gt(jq_status, jq_status), jq_status_ge(jq_status, jq_status) TO pg_monitor;
+
+-- USAGE on the extension's schema is taken back (by jq_revoke with a role's last right, and at
+-- DROP EXTENSION) only where the extension gave it, as jq_schema_usage records from now on. What
+-- 0.3.0 and before gave cannot be told from what the DBA gave (both are the schema owner's grants),
+-- so none of it is recorded: it stays, and is the DBA's to take back (guide, "Upgrading").
+CREATE TABLE jq_schema_usage (
+    role oid PRIMARY KEY
+);
+SELECT pg_catalog.pg_extension_config_dump('jq_schema_usage', '');
+
+CREATE FUNCTION jq_sync_schema_usage(role regrole, wanted boolean) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, @extschema@, pg_temp
+AS $$
+BEGIN
+    IF wanted THEN
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
+                       WHERE n.oid OPERATOR(pg_catalog.=) '@extschema@'::regnamespace::oid
+                         AND a.grantee OPERATOR(pg_catalog.=) jq_sync_schema_usage.role::oid
+                         AND a.privilege_type OPERATOR(pg_catalog.=) 'USAGE') THEN
+            EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@'::regnamespace, role);
+            INSERT INTO jq_schema_usage (role) VALUES (jq_sync_schema_usage.role::oid) ON CONFLICT DO NOTHING;
+        END IF;
+    ELSE
+        DELETE FROM jq_schema_usage u WHERE u.role OPERATOR(pg_catalog.=) jq_sync_schema_usage.role::oid;
+        IF FOUND THEN
+            EXECUTE pg_catalog.format('REVOKE USAGE ON SCHEMA %s FROM %s', '@extschema@'::regnamespace, role);
+        END IF;
+    END IF;
+END
+$$;
+
+REVOKE ALL ON FUNCTION jq_sync_schema_usage(regrole, boolean) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION jq_sync_function_rights(role regrole) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, @extschema@, pg_temp
+AS $$
+DECLARE
+    f record;
+    holds_any boolean := EXISTS (SELECT 1 FROM jq_grants g
+                                 WHERE g.role::oid OPERATOR(pg_catalog.=) jq_sync_function_rights.role::oid)
+                         OR jq_sync_function_rights.role::oid OPERATOR(pg_catalog.=) 'pg_monitor'::regrole::oid;
+BEGIN
+    FOR f IN
+        -- A function some privileges share is wanted if any of them is held.
+        SELECT p.oid::regprocedure AS signature,
+               -- pg_monitor keeps the figures it was given at install, whatever it is granted or not.
+               pg_catalog.bool_or(
+                   CASE WHEN m.privilege OPERATOR(pg_catalog.=) 'any' THEN holds_any
+                        ELSE EXISTS (SELECT 1 FROM jq_grants g
+                                     WHERE g.role::oid OPERATOR(pg_catalog.=) jq_sync_function_rights.role::oid
+                                       AND g.privilege OPERATOR(pg_catalog.=) m.privilege) END) AS wanted
+        FROM jq_privilege_functions() m
+        JOIN pg_catalog.pg_proc p ON p.proname OPERATOR(pg_catalog.=) m.function_name
+                                 AND p.pronamespace OPERATOR(pg_catalog.=) '@extschema@'::regnamespace
+        GROUP BY p.oid
+    LOOP
+        IF f.wanted THEN
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', f.signature, role);
+        ELSE
+            EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM %s', f.signature, role);
+        END IF;
+    END LOOP;
+    PERFORM jq_sync_schema_usage(role, holds_any);
+    IF holds_any THEN
+        EXECUTE pg_catalog.format('GRANT SELECT ON jq_queue_stats, jq_queue_health, jq_maintenance TO %s', role);
+    ELSE
+        EXECUTE pg_catalog.format('REVOKE SELECT ON jq_queue_stats, jq_queue_health, jq_maintenance FROM %s', role);
+    END IF;
+    IF EXISTS (SELECT 1 FROM jq_grants g
+               WHERE g.role::oid OPERATOR(pg_catalog.=) jq_sync_function_rights.role::oid
+                 AND g.privilege OPERATOR(pg_catalog.=) 'manage') THEN
+        EXECUTE pg_catalog.format('GRANT SELECT ON jq_managed_jobs, jq_managed_job_events, jq_schedules TO %s', role);
+    ELSE
+        EXECUTE pg_catalog.format('REVOKE SELECT ON jq_managed_jobs, jq_managed_job_events, jq_schedules FROM %s', role);
+    END IF;
+END
+$$;
+
 -- Which functions each privilege calls: jq_parent_results for every right, jq_purge and jq_list_jobs
 -- for manage.
 -- Then every role with a right gets EXECUTE on the new functions as jq_grant would give it.
@@ -286,7 +445,10 @@ AS $$
            ('any', 'jq_can_see'), ('any', 'jq_has_right'), ('any', 'jq_queue_counters'),
            ('any', 'jq_failure_counts'), ('any', 'jq_metrics'), ('any', 'jq_maintenance_status'),
            -- A job's inputs (guide, "Workflows"): for whoever may see the job's queue.
-           ('any', 'jq_parent_results')
+           ('any', 'jq_parent_results'),
+           -- The comparisons of jq_status, behind its operators (guide, "Security").
+           ('any', 'jq_status_eq'), ('any', 'jq_status_ne'), ('any', 'jq_status_lt'),
+           ('any', 'jq_status_le'), ('any', 'jq_status_gt'), ('any', 'jq_status_ge')
 $$;
 
 SELECT jq_sync_function_rights(r.role) FROM (SELECT DISTINCT g.role FROM jq_grants g) AS r;

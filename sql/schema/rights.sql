@@ -50,7 +50,37 @@ AS $$
            ('any', 'jq_can_see'), ('any', 'jq_has_right'), ('any', 'jq_queue_counters'),
            ('any', 'jq_failure_counts'), ('any', 'jq_metrics'), ('any', 'jq_maintenance_status'),
            -- A job's inputs (guide, "Workflows"): for whoever may see the job's queue.
-           ('any', 'jq_parent_results')
+           ('any', 'jq_parent_results'),
+           -- The comparisons of jq_status, behind its operators (guide, "Security").
+           ('any', 'jq_status_eq'), ('any', 'jq_status_ne'), ('any', 'jq_status_lt'),
+           ('any', 'jq_status_le'), ('any', 'jq_status_gt'), ('any', 'jq_status_ge')
+$$;
+
+-- USAGE on the schema is jq_grant's to give with a role's first right and jq_revoke's to take back
+-- with its last (guide, "Security"), and the event trigger below takes it back when the extension
+-- is dropped; but only where the extension gave it: a role that already held USAGE there of its
+-- own (granted by the DBA) is given nothing, so nothing is taken from it. jq_schema_usage records
+-- what was given.
+CREATE FUNCTION jq_sync_schema_usage(role regrole, wanted boolean) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, @extschema@, pg_temp
+AS $$
+BEGIN
+    IF wanted THEN
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
+                       WHERE n.oid OPERATOR(pg_catalog.=) '@extschema@'::regnamespace::oid
+                         AND a.grantee OPERATOR(pg_catalog.=) jq_sync_schema_usage.role::oid
+                         AND a.privilege_type OPERATOR(pg_catalog.=) 'USAGE') THEN
+            EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@'::regnamespace, role);
+            INSERT INTO jq_schema_usage (role) VALUES (jq_sync_schema_usage.role::oid) ON CONFLICT DO NOTHING;
+        END IF;
+    ELSE
+        DELETE FROM jq_schema_usage u WHERE u.role OPERATOR(pg_catalog.=) jq_sync_schema_usage.role::oid;
+        IF FOUND THEN
+            EXECUTE pg_catalog.format('REVOKE USAGE ON SCHEMA %s FROM %s', '@extschema@'::regnamespace, role);
+        END IF;
+    END IF;
+END
 $$;
 
 -- Gives `role` EXECUTE on exactly the functions its rows in jq_grants call for (and SELECT on the
@@ -86,14 +116,11 @@ BEGIN
             EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM %s', f.signature, role);
         END IF;
     END LOOP;
-    -- USAGE on the schema is jq_grant's to give and jq_revoke's to take back with the last right
-    -- (guide, "Security"); the event trigger below takes it back when the extension is dropped.
+    PERFORM jq_sync_schema_usage(role, holds_any);
     IF holds_any THEN
-        EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@'::regnamespace, role);
         EXECUTE pg_catalog.format('GRANT SELECT ON jq_queue_stats, jq_queue_health, jq_maintenance TO %s', role);
     ELSE
         EXECUTE pg_catalog.format('REVOKE SELECT ON jq_queue_stats, jq_queue_health, jq_maintenance FROM %s', role);
-        EXECUTE pg_catalog.format('REVOKE USAGE ON SCHEMA %s FROM %s', '@extschema@'::regnamespace, role);
     END IF;
     IF EXISTS (SELECT 1 FROM jq_grants g
                WHERE g.role::oid OPERATOR(pg_catalog.=) jq_sync_function_rights.role::oid
@@ -163,11 +190,13 @@ END
 $$;
 
 REVOKE ALL ON FUNCTION jq_privilege_functions(), jq_sync_function_rights(regrole),
+                       jq_sync_schema_usage(regrole, boolean),
                        jq_check_grant_arguments(regrole, text, text),
                        jq_grant(regrole, text, text), jq_revoke(regrole, text, text) FROM PUBLIC;
 
 -- The schema outlives the extension (one the DBA made for it, or public): at DROP EXTENSION, take
--- back the USAGE on it that jq_grant gave and pg_monitor got below (src/api/rights.rs). An event
+-- back the USAGE on it that jq_grant gave and pg_monitor got below, as jq_schema_usage records
+-- them (src/api/rights.rs). An event
 -- trigger that fires at the start of DROP EXTENSION only, and returns at once for any other.
 CREATE FUNCTION jq_extension_dropped() RETURNS event_trigger
 LANGUAGE c
@@ -180,7 +209,9 @@ CREATE EVENT TRIGGER jq_extension_dropped ON ddl_command_start
 
 -- Monitoring: members of the built-in pg_monitor role read every queue's figures (the views,
 -- jq_metrics and the counters) and gain nothing else.
-GRANT USAGE ON SCHEMA @extschema@ TO pg_monitor;
+SELECT jq_sync_schema_usage('pg_monitor'::pg_catalog.regrole, true);
 GRANT SELECT ON jq_queue_stats, jq_queue_health, jq_maintenance TO pg_monitor;
 GRANT EXECUTE ON FUNCTION jq_can_see(text), jq_metrics(), jq_queue_counters(), jq_failure_counts(),
-    jq_maintenance_status() TO pg_monitor;
+    jq_maintenance_status(), jq_status_eq(jq_status, jq_status), jq_status_ne(jq_status, jq_status),
+    jq_status_lt(jq_status, jq_status), jq_status_le(jq_status, jq_status),
+    jq_status_gt(jq_status, jq_status), jq_status_ge(jq_status, jq_status) TO pg_monitor;

@@ -336,6 +336,13 @@ CREATE TABLE jq_grants (
     PRIMARY KEY (role, queue, privilege)
 );
 
+-- The roles the extension gave USAGE on its schema (jq_grant with a role's first right, and
+-- pg_monitor at install), for jq_revoke and DROP EXTENSION to take back those and no other: a role
+-- that held USAGE there already (granted by the DBA) keeps it (sql/schema/rights.sql).
+CREATE TABLE jq_schema_usage (
+    role oid PRIMARY KEY
+);
+
 -- One concurrency key's own settings in a queue (guide, "Flow control"), set by jq_configure_key:
 -- a limit on its running jobs in place of the queue's key_concurrency_limit (NULL: the queue's),
 -- and its weight in the key rotation, whose turn gives a key of weight w up to w jobs. A key
@@ -427,8 +434,52 @@ CREATE TABLE jq_token_epochs (
     timeline    bigint NOT NULL
 );
 
+-- Exact comparison operators for jq_status, and its default operator classes (guide, "Security").
+-- PostgreSQL compares an enum with its polymorphic =(anyenum, anyenum): an exact
+-- =(jq_status, jq_status) that another role created in a schema on a caller's search_path would
+-- be chosen over it, in the caller's own queries (`WHERE status = 'dead'`). These are those exact
+-- signatures, in the extension's schema: no role can create them there again, and one made in a
+-- schema later on the path is never chosen. Each is PostgreSQL's own enum comparison (an exact
+-- signature needs a function of its own). Made after the indexes, which keep PostgreSQL's enum
+-- operator class, as the extension's own statements name PostgreSQL's operators.
+CREATE FUNCTION jq_status_eq(a jq_status, b jq_status) RETURNS boolean
+    LANGUAGE internal IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE AS 'enum_eq';
+CREATE FUNCTION jq_status_ne(a jq_status, b jq_status) RETURNS boolean
+    LANGUAGE internal IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE AS 'enum_ne';
+CREATE FUNCTION jq_status_lt(a jq_status, b jq_status) RETURNS boolean
+    LANGUAGE internal IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE AS 'enum_lt';
+CREATE FUNCTION jq_status_le(a jq_status, b jq_status) RETURNS boolean
+    LANGUAGE internal IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE AS 'enum_le';
+CREATE FUNCTION jq_status_gt(a jq_status, b jq_status) RETURNS boolean
+    LANGUAGE internal IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE AS 'enum_gt';
+CREATE FUNCTION jq_status_ge(a jq_status, b jq_status) RETURNS boolean
+    LANGUAGE internal IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE AS 'enum_ge';
+
+CREATE OPERATOR = (LEFTARG = jq_status, RIGHTARG = jq_status, FUNCTION = jq_status_eq,
+    COMMUTATOR = =, NEGATOR = <>, RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel, HASHES, MERGES);
+CREATE OPERATOR <> (LEFTARG = jq_status, RIGHTARG = jq_status, FUNCTION = jq_status_ne,
+    COMMUTATOR = <>, NEGATOR = =, RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel);
+CREATE OPERATOR < (LEFTARG = jq_status, RIGHTARG = jq_status, FUNCTION = jq_status_lt,
+    COMMUTATOR = >, NEGATOR = >=, RESTRICT = pg_catalog.scalarltsel, JOIN = pg_catalog.scalarltjoinsel);
+CREATE OPERATOR <= (LEFTARG = jq_status, RIGHTARG = jq_status, FUNCTION = jq_status_le,
+    COMMUTATOR = >=, NEGATOR = >, RESTRICT = pg_catalog.scalarlesel, JOIN = pg_catalog.scalarlejoinsel);
+CREATE OPERATOR > (LEFTARG = jq_status, RIGHTARG = jq_status, FUNCTION = jq_status_gt,
+    COMMUTATOR = <, NEGATOR = <=, RESTRICT = pg_catalog.scalargtsel, JOIN = pg_catalog.scalargtjoinsel);
+CREATE OPERATOR >= (LEFTARG = jq_status, RIGHTARG = jq_status, FUNCTION = jq_status_ge,
+    COMMUTATOR = <=, NEGATOR = <, RESTRICT = pg_catalog.scalargesel, JOIN = pg_catalog.scalargejoinsel);
+
+CREATE OPERATOR CLASS jq_status_ops DEFAULT FOR TYPE jq_status USING btree AS
+    OPERATOR 1 <, OPERATOR 2 <=, OPERATOR 3 =, OPERATOR 4 >=, OPERATOR 5 >,
+    FUNCTION 1 (jq_status, jq_status) pg_catalog.enum_cmp(anyenum, anyenum),
+    FUNCTION 4 (jq_status, jq_status) pg_catalog.btequalimage(oid);
+CREATE OPERATOR CLASS jq_status_hash_ops DEFAULT FOR TYPE jq_status USING hash AS
+    OPERATOR 1 =,
+    FUNCTION 1 (jq_status, jq_status) pg_catalog.hashenum(anyenum),
+    FUNCTION 2 (jq_status, jq_status) pg_catalog.hashenumextended(anyenum, bigint);
+
 SELECT pg_catalog.pg_extension_config_dump('jq_queues', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_grants', '');
+SELECT pg_catalog.pg_extension_config_dump('jq_schema_usage', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_key_settings', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_schedule_specs', '');
 -- A restored database goes on counting its rates' windows.

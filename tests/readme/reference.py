@@ -52,6 +52,9 @@ ALLOWED = {
     # Gives a role EXECUTE on exactly the functions its rights call for; jq_grant and jq_revoke run
     # it, and jq_privilege_functions (documented) shows what it grants. No role is granted it.
     "jq_sync_function_rights": "an internal step of jq_grant and jq_revoke",
+    # Gives a role USAGE on the extension's schema with its first right and takes back with its
+    # last what it gave (functions.md, "Internal functions"); jq_sync_function_rights runs it.
+    "jq_sync_schema_usage": "an internal step of jq_grant and jq_revoke",
     # The bounds check of jq_queues' interval settings in their CHECK constraints (the rule is in
     # tables-and-views.md: no negative part, at most 100 years). No role is granted it.
     "jq_setting_interval_ok": "a CHECK constraint's helper of jq_queues",
@@ -95,9 +98,23 @@ SELECT json_build_object(
     'event_triggers', (SELECT coalesce(json_agg(json_build_object(
             'name', e.evtname, 'event', e.evtevent, 'function', e.evtfoid::regproc::text)), '[]')
         FROM members m JOIN pg_event_trigger e ON m.classid = 'pg_event_trigger'::regclass AND e.oid = m.objid),
+    'operators', (SELECT coalesce(json_agg(json_build_object(
+            'name', o.oprname, 'left', format_type(o.oprleft, NULL), 'right', format_type(o.oprright, NULL),
+            'function', o.oprcode::text) ORDER BY o.oprname), '[]')
+        FROM members m JOIN pg_operator o ON m.classid = 'pg_operator'::regclass AND o.oid = m.objid),
+    'opclasses', (SELECT coalesce(json_agg(json_build_object(
+            'name', c.opcname, 'default', c.opcdefault, 'type', format_type(c.opcintype, NULL), 'method', a.amname)
+            ORDER BY c.opcname), '[]')
+        FROM members m JOIN pg_opclass c ON m.classid = 'pg_opclass'::regclass AND c.oid = m.objid
+        JOIN pg_am a ON a.oid = c.opcmethod),
+    -- An operator family made by CREATE OPERATOR CLASS for itself (same name, method and
+    -- members) is the class's; any other is a kind this test does not know.
     'other', (SELECT coalesce(json_agg(pg_describe_object(m.classid, m.objid, 0)), '[]') FROM members m
         WHERE m.classid NOT IN ('pg_proc'::regclass, 'pg_class'::regclass, 'pg_type'::regclass,
-                                'pg_event_trigger'::regclass)),
+                                'pg_event_trigger'::regclass, 'pg_operator'::regclass, 'pg_opclass'::regclass)
+          AND NOT (m.classid = 'pg_opfamily'::regclass AND EXISTS (
+                SELECT FROM pg_opfamily f JOIN pg_opclass c ON c.opcfamily = f.oid
+                WHERE f.oid = m.objid AND c.opcname = f.opfname AND c.opcmethod = f.opfmethod))),
     'settings', (SELECT coalesce(json_agg(json_build_object(
             'name', s.name, 'boot_val', s.boot_val, 'unit', s.unit, 'vartype', s.vartype) ORDER BY s.name), '[]')
         FROM pg_settings s WHERE s.name LIKE 'pg\_jobqueue.%')
@@ -242,6 +259,8 @@ def documented_objects():
         enum = re.fullmatch(r"TYPE (\w+) AS ENUM \((.*)\)", text)
         partition = re.fullmatch(r"TABLE (\w+) PARTITION OF (\w+)", text)
         sequence = re.fullmatch(r"SEQUENCE (\w+)", text)
+        operator = re.fullmatch(r"OPERATOR (\S+?)\((\w+), (\w+)\) FUNCTION (\w+)", text)
+        opclass = re.fullmatch(r"OPERATOR CLASS (\w+) (DEFAULT )?FOR TYPE (\w+) USING (\w+)", text)
         relation = re.match(r"(TABLE|VIEW) (\w+)\s*\(", text)
         if enum:
             entry = {"kind": "type", "name": enum.group(1),
@@ -250,6 +269,12 @@ def documented_objects():
             entry = {"kind": "partition", "name": partition.group(1), "parent": partition.group(2)}
         elif sequence:
             entry = {"kind": "sequence", "name": sequence.group(1)}
+        elif operator:
+            entry = {"kind": "operator", "name": f"{operator.group(1)}({operator.group(2)}, {operator.group(3)})",
+                     "function": operator.group(4)}
+        elif opclass:
+            entry = {"kind": "operator class", "name": opclass.group(1), "default": bool(opclass.group(2)),
+                     "type": opclass.group(3), "method": opclass.group(4)}
         elif relation:
             try:
                 inside, after = parenthesized(text, relation.end() - 1)
@@ -263,7 +288,7 @@ def documented_objects():
             entry = {"kind": relation.group(1).lower(), "name": relation.group(2),
                      "like": like.group(1) if like else None, "columns": [] if like else columns}
         else:
-            raise SystemExit(f"{where}: not TYPE, TABLE, VIEW or SEQUENCE: {text}")
+            raise SystemExit(f"{where}: not TYPE, TABLE, VIEW, SEQUENCE, OPERATOR or OPERATOR CLASS: {text}")
         entry["where"] = where
         if entry["name"] in objects:
             duplicates.append(entry)
@@ -481,7 +506,29 @@ def main():
             problems += [f"{doc['where']}: column {n} is documented as {said[n]}, but it is {t}"
                          for n, t in have.items() if n in said and said[n] != types(t)]
         results.append((what, problems))
+    for o in catalog["operators"]:
+        name = f"{o['name']}({o['left']}, {o['right']})"
+        doc = objects.get(name)
+        if not doc or doc["kind"] != "operator":
+            problems = ["is not documented: add `OPERATOR op(left, right) FUNCTION f` to tables-and-views.md"]
+        elif doc["function"] != o["function"]:
+            problems = [f"{doc['where']}: FUNCTION {doc['function']}, but it calls {o['function']}"]
+        else:
+            problems = []
+        results.append((f"operator {name}", problems))
+    for c in catalog["opclasses"]:
+        doc = objects.get(c["name"])
+        said = doc and (doc["default"], doc["type"], doc["method"])
+        if not doc or doc["kind"] != "operator class":
+            problems = ["is not documented: add `OPERATOR CLASS name [DEFAULT ]FOR TYPE t USING m` to tables-and-views.md"]
+        elif said != (c["default"], c["type"], c["method"]):
+            problems = [f"{doc['where']}: documented as {said}, but it is {(c['default'], c['type'], c['method'])}"]
+        else:
+            problems = []
+        results.append((f"operator class {c['name']}", problems))
     existing = {t["name"] for t in catalog["types"]} | {r["name"] for r in catalog["relations"]}
+    existing |= {f"{o['name']}({o['left']}, {o['right']})" for o in catalog["operators"]}
+    existing |= {c["name"] for c in catalog["opclasses"]}
     for name, doc in sorted(objects.items()):
         if name not in existing:
             results.append((f"{doc['kind']} {name}",
@@ -521,7 +568,8 @@ def main():
             print(f"  {problem}")
     allowed = sorted(n for n in ALLOWED if n in by_name)
     print(f"reference: {len(catalog['functions'])} functions, {len(catalog['relations'])} tables, views and "
-          f"sequences, {len(catalog['types'])} types, {len(catalog['event_triggers'])} event triggers, "
+          f"sequences, {len(catalog['types'])} types, {len(catalog['operators'])} operators, "
+          f"{len(catalog['opclasses'])} operator classes, {len(catalog['event_triggers'])} event triggers, "
           f"{len(catalog['settings'])} settings; not described one by one: {', '.join(allowed) or 'none'}")
     print(f"test result: reference. {len(results) - len(failed)} passed; {len(failed)} failed")
     return 1 if failed else 0

@@ -233,3 +233,44 @@ pub fn wait_until_within(what: &str, limit: Duration, mut condition: impl FnMut(
 pub fn text_rows(client: &mut Client, sql: &str) -> Vec<String> {
     client.query(sql, &[]).expect("the query runs").iter().map(|row| row.get(0)).collect()
 }
+
+/// The SQL statements the guide, the README and the examples show users that read the extension's
+/// tables and views (and call no waiting function): the queries a DBA copies.
+pub fn documented_queries() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut texts = vec![std::fs::read_to_string(root.join("README.md")).unwrap()];
+    let mut chapters: Vec<_> =
+        std::fs::read_dir(root.join("docs/src")).unwrap().map(|entry| entry.unwrap().path()).collect();
+    chapters.sort();
+    texts.extend(
+        chapters
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "md"))
+            .map(|p| std::fs::read_to_string(p).unwrap()),
+    );
+    let mut queries = Vec::new();
+    for text in texts {
+        for block in text.split("```sql\n").skip(1) {
+            let block = block.split("```").next().unwrap_or_default();
+            for statement in block.split(";\n") {
+                let statement: String = statement
+                    .lines()
+                    .filter(|line| !line.trim_start().starts_with("--"))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                let statement = statement.trim();
+                let reads = statement.starts_with("SELECT") || statement.starts_with("WITH");
+                let views =
+                    ["jq_jobs", "jq_live_jobs", "jq_job_events", "jq_managed_jobs", "jq_queue_stats", "jq_list_jobs"];
+                if reads
+                    && views.iter().any(|view| statement.contains(view))
+                    && !statement.contains("jq_claim")
+                    && !statement.contains("jq_await")
+                {
+                    queries.push(statement.to_string());
+                }
+            }
+        }
+    }
+    queries
+}

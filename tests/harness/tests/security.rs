@@ -25,7 +25,6 @@ BEGIN
     END;
 END $h$;
 CREATE FUNCTION public.h_status_eq(jq_status, jq_status) RETURNS boolean LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('=(jq_status)'); RETURN $1::text = $2::text; END $h$;
-CREATE OPERATOR public.= (LEFTARG = jq_status, RIGHTARG = jq_status, FUNCTION = public.h_status_eq);
 CREATE FUNCTION public.h_status_text_eq(jq_status, text) RETURNS boolean LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('=(jq_status,text)'); RETURN $1::text = $2; END $h$;
 CREATE OPERATOR public.= (LEFTARG = jq_status, RIGHTARG = text, FUNCTION = public.h_status_text_eq);
 CREATE FUNCTION public.h_ts_le(timestamptz, timestamptz) RETURNS boolean LANGUAGE plpgsql AS $h$ BEGIN PERFORM public.hook('<=(timestamptz)'); RETURN $1 OPERATOR(pg_catalog.<=) $2; END $h$;
@@ -106,6 +105,16 @@ fn call_everything(client: &mut Client) {
 fn no_hook_runs(cluster: &Cluster, database: &str, creator: &str) {
     let mut creator_client = connect_as(cluster, database, creator);
     creator_client.batch_execute(&HOOKS.replace("CREATOR", creator)).unwrap();
+    // The exact operator on the extension's own type is taken, in the extension's schema.
+    assert_eq!(
+        sqlstate(
+            &mut creator_client,
+            "CREATE OPERATOR public.= (LEFTARG = jq_status, RIGHTARG = jq_status, FUNCTION = public.h_status_eq)"
+        )
+        .as_deref(),
+        Some("42723"),
+        "{creator} planted =(jq_status, jq_status) beside the extension"
+    );
 
     let mut admin = connect_as(cluster, database, "postgres");
     call_everything(&mut admin);
@@ -129,9 +138,10 @@ fn no_hook_runs(cluster: &Cluster, database: &str, creator: &str) {
     let superuser: bool =
         admin.query_one("SELECT rolsuper FROM pg_roles WHERE rolname = $1", &[&creator]).unwrap().get(0);
     assert!(!superuser, "{creator} became a superuser");
-    // The hooks are live: a query that does not qualify the operator on jq_status picks one.
+    // The hooks are live: a query that puts `public` before pg_catalog picks the look-alike of
+    // =(text, text).
     admin
-        .batch_execute("SET search_path = public, pg_catalog; SELECT count(*) FROM jq_jobs WHERE status = 'pending'")
+        .batch_execute("SET search_path = public, pg_catalog; SELECT count(*) FROM jq_jobs WHERE queue_name = 'mail'")
         .unwrap();
     let caught: i64 = admin.query_one("SELECT count(*) FROM public.hook_log", &[]).unwrap().get(0);
     assert!(caught > 0, "the look-alike operators would not have been picked by anything");
@@ -159,6 +169,99 @@ fn look_alike_operators_and_functions_never_run_inside_the_queue() {
     let mut other = connect_as(&cluster, "other", "postgres");
     other.batch_execute("GRANT CREATE ON SCHEMA public TO PUBLIC; CREATE EXTENSION pg_jobqueue").unwrap();
     no_hook_runs(&cluster, "other", "nobody");
+}
+
+/// A DBA's own queries (guide, "Security": your own queries on its tables and views): where
+/// `public` holds the extension and anyone may create in it, no role can create the exact
+/// comparison operators of `jq_status` there; created in a schema of its own that a superuser's
+/// path has after `public`, they are never chosen, by `SELECT count(*) FROM jq_jobs WHERE status =
+/// 'dead'`, by every query of the guide and README that reads the extension's tables and views, or
+/// by the SQL worker of `examples/worker.sql` (`status IN ('pending', 'running')`), run as a
+/// superuser: nothing the planter made runs, and it gains nothing.
+#[test]
+fn a_dbas_own_queries_never_pick_a_planted_comparison() {
+    let cluster = Cluster::start_without_extension(&[]);
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute(
+            "GRANT CREATE ON SCHEMA public TO PUBLIC;
+             CREATE EXTENSION pg_jobqueue;
+             CREATE ROLE planter LOGIN;
+             CREATE SCHEMA planted AUTHORIZATION planter;
+             CREATE TABLE public.plant_log (op text);
+             GRANT INSERT ON public.plant_log TO PUBLIC;
+             SELECT jq_enqueue('mail', '{}', max_attempts => 1) FROM generate_series(1, 3);",
+        )
+        .unwrap();
+    let (id, token): (i64, i64) = {
+        let row = admin.query_one("SELECT id, lease_token FROM jq_claim('mail', 'w')", &[]).unwrap();
+        (row.get(0), row.get(1))
+    };
+    admin.query_one("SELECT jq_fail($1, 'w', $2, 'E')", &[&id, &token]).unwrap();
+
+    let mut planter = connect_as(&cluster, "postgres", "planter");
+    let mut plant = String::from(
+        "CREATE FUNCTION planted.plant(a jq_status, b jq_status, op text) RETURNS boolean LANGUAGE plpgsql AS $p$
+         BEGIN
+             INSERT INTO public.plant_log VALUES (op);
+             BEGIN EXECUTE 'ALTER ROLE planter SUPERUSER'; EXCEPTION WHEN insufficient_privilege THEN NULL; END;
+             RETURN pg_catalog.enum_cmp(a, b) OPERATOR(pg_catalog.=) 0;
+         END $p$;",
+    );
+    let operators = [("eq", "="), ("ne", "<>"), ("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">=")];
+    for (name, op) in operators {
+        plant.push_str(&format!(
+            "CREATE FUNCTION planted.{name}(a jq_status, b jq_status) RETURNS boolean LANGUAGE sql
+                 AS $p$ SELECT planted.plant(a, b, '{op}') $p$;"
+        ));
+    }
+    planter.batch_execute(&plant).unwrap();
+    for (name, op) in operators {
+        let create = |schema: &str| {
+            format!(
+                "CREATE OPERATOR {schema}.{op} (LEFTARG = jq_status, RIGHTARG = jq_status, FUNCTION = planted.{name})"
+            )
+        };
+        assert_eq!(
+            sqlstate(&mut planter, &create("public")).as_deref(),
+            Some("42723"),
+            "{op}(jq_status, jq_status) could be created beside the extension"
+        );
+        planter.batch_execute(&create("planted")).unwrap();
+    }
+
+    admin.batch_execute("SET search_path = \"$user\", public, planted").unwrap();
+    let dead: i64 = admin.query_one("SELECT count(*) FROM jq_jobs WHERE status = 'dead'", &[]).unwrap().get(0);
+    assert_eq!(dead, 1);
+    let queries = jq_harness::documented_queries();
+    assert!(queries.len() >= 5, "the docs' queries were not found: {queries:?}");
+    for query in &queries {
+        // Each in a transaction of its own, rolled back: a query may name a job or queue the
+        // guide made, and fail here; only what it would call matters.
+        let _ = admin.batch_execute(&format!("BEGIN; SET LOCAL statement_timeout = '5s'; {query}; ROLLBACK"));
+        let _ = admin.batch_execute("ROLLBACK");
+    }
+    let worker = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/worker.sql")).unwrap();
+    admin.batch_execute(&worker).unwrap();
+    admin.batch_execute("CALL demo_worker('mail', 'sql-worker', '30 seconds', 0)").unwrap();
+    let live: i64 = admin
+        .query_one("SELECT count(*) FROM jq_jobs WHERE queue_name = 'mail' AND status IN ('pending', 'running')", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(live, 0, "the SQL worker left jobs");
+
+    let ran: Vec<String> =
+        admin.query("SELECT op FROM public.plant_log", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert!(ran.is_empty(), "planted comparisons ran in the DBA's queries: {ran:?}");
+    let superuser: bool =
+        admin.query_one("SELECT rolsuper FROM pg_roles WHERE rolname = 'planter'", &[]).unwrap().get(0);
+    assert!(!superuser, "planter became a superuser");
+    // The plants are live: a session that puts their schema first picks them.
+    admin
+        .batch_execute("SET search_path = planted, public; SELECT count(*) FROM jq_jobs WHERE status = 'dead'")
+        .unwrap();
+    let caught: i64 = admin.query_one("SELECT count(*) FROM public.plant_log", &[]).unwrap().get(0);
+    assert!(caught > 0, "the planted operators would not have been picked by anything");
 }
 
 /// Who may call what: for each function and view, and each role, on queue A and on queue B.
@@ -587,6 +690,52 @@ fn schema_usage_goes_with_the_last_right_and_with_the_extension() {
     c.batch_execute("DROP EXTENSION pg_jobqueue").unwrap();
     assert!(!usage(&mut c, "app"), "app kept USAGE on the schema after DROP EXTENSION");
     assert!(!usage(&mut c, "pg_monitor"), "pg_monitor kept USAGE on the schema after DROP EXTENSION");
+}
+
+/// A USAGE on the schema that the DBA gave a role before its first right is the DBA's: jq_revoke
+/// of the role's last right and DROP EXTENSION leave it, in a schema made for the extension and in
+/// `public` (where an application keeps its own tables), and leave pg_monitor's too when it held
+/// one before the install. What jq_grant gave another role still goes.
+#[test]
+fn the_dbas_own_schema_usage_outlives_revokes_and_the_extension() {
+    let cluster = Cluster::start_without_extension(&[]);
+    let mut c = cluster.connect();
+    let usage = |c: &mut Client, role: &str, schema: &str| -> bool {
+        c.query_one("SELECT has_schema_privilege($1, $2, 'USAGE')", &[&role, &schema]).unwrap().get(0)
+    };
+    for schema in ["jobqueue", "public"] {
+        let q = if schema == "public" { String::new() } else { format!("{schema}.") };
+        c.batch_execute(&format!(
+            "CREATE SCHEMA IF NOT EXISTS {schema};
+             REVOKE USAGE ON SCHEMA {schema} FROM PUBLIC;
+             CREATE ROLE app; CREATE ROLE helper;
+             GRANT USAGE ON SCHEMA {schema} TO app, pg_monitor;
+             CREATE EXTENSION pg_jobqueue SCHEMA {schema};
+             SELECT {q}jq_grant('app', 'q', 'consume');
+             SELECT {q}jq_grant('helper', 'q', 'enqueue');"
+        ))
+        .unwrap();
+        assert!(usage(&mut c, "app", schema) && usage(&mut c, "helper", schema));
+        c.batch_execute(&format!(
+            "SELECT {q}jq_revoke('app', 'q', 'consume'); SELECT {q}jq_revoke('helper', 'q', 'enqueue')"
+        ))
+        .unwrap();
+        assert!(usage(&mut c, "app", schema), "{schema}: jq_revoke took the DBA's USAGE from app");
+        assert!(!usage(&mut c, "helper", schema), "{schema}: helper kept the USAGE jq_grant gave it");
+        c.batch_execute(&format!(
+            "SELECT {q}jq_grant('app', 'q', 'consume'); SELECT {q}jq_grant('helper', 'q', 'enqueue')"
+        ))
+        .unwrap();
+        c.batch_execute("DROP EXTENSION pg_jobqueue").unwrap();
+        assert!(usage(&mut c, "app", schema), "{schema}: DROP EXTENSION took the DBA's USAGE from app");
+        assert!(usage(&mut c, "pg_monitor", schema), "{schema}: DROP EXTENSION took the DBA's USAGE from pg_monitor");
+        assert!(!usage(&mut c, "helper", schema), "{schema}: helper kept the USAGE jq_grant gave it");
+        c.batch_execute(&format!(
+            "REVOKE USAGE ON SCHEMA {schema} FROM app, pg_monitor; DROP ROLE app; DROP ROLE helper;
+             GRANT USAGE ON SCHEMA {schema} TO PUBLIC"
+        ))
+        .unwrap();
+    }
 }
 
 /// A dropped role's rights go with the next prune (the worker's, or jq_prune), so that a role made
