@@ -49,8 +49,8 @@ AS $$
            ('manage', 'jq_resume_schedule'), ('any', 'jq_cron_next'),
            ('any', 'jq_can_see'), ('any', 'jq_has_right'), ('any', 'jq_queue_counters'),
            ('any', 'jq_failure_counts'), ('any', 'jq_metrics'), ('any', 'jq_maintenance_status'),
-           -- A job's inputs (guide, "Workflows"): for whoever may see the job's queue.
-           ('any', 'jq_parent_results'),
+           -- A job's inputs (guide, "Workflows"): for whoever may read its results.
+           ('enqueue', 'jq_parent_results'), ('consume', 'jq_parent_results'), ('manage', 'jq_parent_results'),
            -- The comparisons of jq_status, behind its operators (guide, "Security").
            ('any', 'jq_status_eq'), ('any', 'jq_status_ne'), ('any', 'jq_status_lt'),
            ('any', 'jq_status_le'), ('any', 'jq_status_gt'), ('any', 'jq_status_ge')

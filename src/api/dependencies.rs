@@ -43,26 +43,33 @@ const CANCEL: &str = include_str!("../../sql/queries/dependencies_cancel.sql");
 const AWAIT: &str = include_str!("../../sql/queries/dependencies_await.sql");
 const PARENT_RESULTS: &str = include_str!("../../sql/queries/parent_results.sql");
 
-/// The rights that let a caller name a job of a queue as a dependency: at least `monitor`.
-const SEERS: [Privilege; 4] = [Privilege::Monitor, Privilege::Manage, Privilege::Consume, Privilege::Enqueue];
+/// The rights that let a caller name a job of a queue as a dependency: those that already let it
+/// act on that queue's jobs. Never `monitor` (nor `enqueue`), which let a role read a queue's
+/// figures (or put work in): hanging a job on another is a hold on what becomes of it.
+const ACTORS: [Privilege; 2] = [Privilege::Consume, Privilege::Manage];
 
-/// Before an enqueue locks or writes anything: every id names a job, and the caller holds at least
-/// `monitor` on each one's queue (42501 otherwise). Runs with the caller's rights for the check and
-/// the owner's for the lookup.
+/// The rights that let a caller read a job's inputs and their results: `jq_result`'s.
+const READERS: [Privilege; 3] = [Privilege::Enqueue, Privilege::Consume, Privilege::Manage];
+
+/// Before an enqueue locks or writes anything: every id names a job of a queue the caller may act
+/// on (consume or manage). A job of any other queue is answered exactly as one that does not exist
+/// (22023), as every verb answers for a job of a queue the caller may not use: the refusal tells
+/// nothing of other queues' jobs. Runs with the caller's rights for the check and the owner's for
+/// the lookup.
 pub(crate) fn check(depends_on: &[i64]) {
     let found: Vec<(i64, String)> = rights::as_owner(|| db::connect(|db| db.rows(OF, &[depends_on.to_vec().into()])))
         .expect("the dependencies' queues are readable");
-    let found_ids: HashSet<i64> = found.iter().map(|(id, _)| *id).collect();
-    if let Some(id) = depends_on.iter().find(|id| !found_ids.contains(id)) {
+    let role = rights::caller();
+    let enforced = rights::enforced();
+    let usable: HashSet<i64> = found
+        .iter()
+        .filter(|(_, queue_name)| {
+            !enforced || ACTORS.iter().any(|privilege| rights::holds(role, queue_name, *privilege))
+        })
+        .map(|(id, _)| *id)
+        .collect();
+    if let Some(id) = depends_on.iter().find(|id| !usable.contains(id)) {
         crate::error::invalid_argument("depends_on", format_args!("names job {id}, which does not exist"));
-    }
-    if !rights::enforced() {
-        return;
-    }
-    for (_, queue_name) in &found {
-        if !SEERS.iter().any(|privilege| rights::holds(rights::caller(), queue_name, *privilege)) {
-            crate::error::permission_denied(queue_name, "monitor");
-        }
     }
 }
 
@@ -278,21 +285,30 @@ pub(crate) fn redriven(
 }
 
 /// The status and result of each job that `job_id` depends on, in the order it named them, for
-/// whoever may consume or monitor the job's queue (guide, "Workflows"): what a merge step reads
-/// without knowing its inputs' queues. A job of a queue the caller may not see is answered as a job
-/// that does not exist: no rows.
+/// whoever may read the job's results (enqueue, consume or manage on its queue, as `jq_result`;
+/// guide, "Workflows"): what a merge step reads without knowing its inputs' queues. A job of a
+/// queue the caller may not read is answered as a job that does not exist (no rows), and a parent
+/// of such a queue is left out.
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_parent_results(
     job_id: Option<i64>,
 ) -> spi::Result<TableIterator<'static, (name!(job_id, i64), name!(status, Status), name!(result, Option<Payload>))>> {
     let job_id = input::job_id(job_id);
-    if rights::usable_jobs(&[job_id], &SEERS).is_some_and(|usable| usable.is_empty()) {
+    if rights::usable_jobs(&[job_id], &READERS).is_some_and(|usable| usable.is_empty()) {
         return Ok(TableIterator::new(Vec::new()));
     }
-    let rows = rights::as_owner(|| {
+    let mut rows = rights::as_owner(|| {
         db::connect(|db| db.rows::<(i64, Status, Option<Payload>)>(PARENT_RESULTS, &[job_id.into()]))
     })?;
+    // A parent of a queue whose results the caller may not read is left out, as one no longer kept.
+    let parents: Vec<i64> = rows.iter().map(|(id, _, _)| *id).collect();
+    if !parents.is_empty() {
+        if let Some(usable) = rights::usable_jobs(&parents, &READERS) {
+            let usable: HashSet<i64> = usable.into_iter().map(|(id, _)| id).collect();
+            rows.retain(|(id, _, _)| usable.contains(id));
+        }
+    }
     Ok(TableIterator::new(rows))
 }
 

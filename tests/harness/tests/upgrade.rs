@@ -289,9 +289,9 @@ fn an_upgrade_from_0_3_0_keeps_every_job_and_lets_new_jobs_depend_on_them() {
     admin.batch_execute("CREATE DATABASE fresh").unwrap();
     admin.batch_execute("CREATE ROLE producer LOGIN").unwrap();
     // The producer's jobs go into 'kids' and wait for jobs of 'parents' and 'kept' (guide,
-    // "Workflows": naming a dependency takes at least monitor on its queue).
-    const RIGHTS: &str = "SELECT jq_grant('producer', 'kids', 'enqueue'), jq_grant('producer', 'parents', 'monitor'),
-                                 jq_grant('producer', 'kept', 'monitor')";
+    // "Workflows": naming a dependency takes consume or manage on its queue).
+    const RIGHTS: &str = "SELECT jq_grant('producer', 'kids', 'enqueue'), jq_grant('producer', 'parents', 'consume'),
+                                 jq_grant('producer', 'kept', 'consume')";
 
     let mut old = connect_as(&cluster, "upgraded", "postgres");
     old.batch_execute("CREATE EXTENSION pg_jobqueue VERSION '0.3.0'").unwrap();
@@ -402,7 +402,7 @@ fn an_upgrade_from_0_3_0_keeps_every_job_and_lets_new_jobs_depend_on_them() {
     );
     assert_eq!(results, [format!("{parent} succeeded {{\"sum\": 42}}"), format!("{} succeeded NULL", leases[1].0)]);
     let batch = producer
-        .query("SELECT * FROM jq_enqueue_batch('kids', ARRAY['{}']::jsonb[], depends_on => $1)", &[&vec![child]]);
+        .query("SELECT * FROM jq_enqueue_batch('kids', ARRAY['{}']::jsonb[], depends_on => $1)", &[&vec![parent]]);
     assert_eq!(batch.unwrap().len(), 1);
 
     let mut fresh = connect_as(&cluster, "fresh", "postgres");

@@ -31,15 +31,25 @@ RESET pg_jobqueue.max_batch_size;
 SELECT jq_enqueue('merge', '{}', depends_on => NULL) AS free_1, jq_enqueue('merge', '{}', depends_on => '{}') AS free_2;
 SELECT id, awaiting, depends_on FROM jq_jobs WHERE queue_name = 'merge' ORDER BY id;
 
--- 42501: enqueue on the job's queue is not enough; each dependency's queue needs a right too.
+-- Enqueue on the job's queue is not enough: each dependency's queue needs consume or manage. A job
+-- of a queue where the caller holds neither (here monitor only on fetch, and nothing on payroll)
+-- is refused as one that does not exist, 22023, telling nothing of that queue.
 CREATE ROLE regress_jq_producer;
 SELECT jq_grant('regress_jq_producer', 'merge', 'enqueue'), jq_grant('regress_jq_producer', 'fetch', 'monitor');
 SET ROLE regress_jq_producer;
-SELECT jq_enqueue('merge', '{}', depends_on => ARRAY[1, 2]);
+SELECT jq_enqueue('merge', '{}', depends_on => ARRAY[1]);
 \echo :SQLSTATE
--- With a right on every dependency's queue, the job is held.
+SELECT jq_enqueue('merge', '{}', depends_on => ARRAY[2]);
+\echo :SQLSTATE
+SELECT jq_enqueue('merge', '{}', depends_on => ARRAY[999]);
+\echo :SQLSTATE
+RESET ROLE;
+-- With consume on every dependency's queue, the job is held.
+SELECT jq_grant('regress_jq_producer', 'fetch', 'consume');
+SET ROLE regress_jq_producer;
 SELECT jq_enqueue('merge', '{}', depends_on => ARRAY[1]) AS held;
 RESET ROLE;
+SELECT jq_revoke('regress_jq_producer', 'fetch', 'consume');
 
 -- Nothing was written by the refused calls: four jobs of 'merge' would be there otherwise, and the
 -- refused dependencies would be marked.
@@ -49,3 +59,26 @@ SELECT depends_on, job_id FROM jq_job_dependencies ORDER BY 1, 2;
 SELECT jq_revoke('regress_jq_producer', 'merge', 'enqueue'), jq_revoke('regress_jq_producer', 'fetch', 'monitor');
 DROP OWNED BY regress_jq_producer;
 DROP ROLE regress_jq_producer;
+
+-- jq_parent_results answers as jq_result does: a role with only monitor on the job's queue may not
+-- call it (42501), and a role that may read the job's results sees each input only where it may
+-- read that input's queue's results too. Job 5 of 'merge' waits for job 1 of 'fetch'.
+CREATE ROLE regress_jq_watcher;
+CREATE ROLE regress_jq_merger;
+SELECT jq_grant('regress_jq_watcher', 'merge', 'monitor'), jq_grant('regress_jq_merger', 'merge', 'consume');
+SET ROLE regress_jq_watcher;
+SELECT * FROM jq_parent_results(5);
+\echo :SQLSTATE
+SET ROLE regress_jq_merger;
+SELECT job_id, status FROM jq_parent_results(5);
+RESET ROLE;
+SELECT jq_grant('regress_jq_merger', 'fetch', 'consume');
+SET ROLE regress_jq_merger;
+SELECT job_id, status FROM jq_parent_results(5);
+RESET ROLE;
+SELECT jq_revoke('regress_jq_watcher', 'merge', 'monitor'), jq_revoke('regress_jq_merger', 'merge', 'consume'),
+       jq_revoke('regress_jq_merger', 'fetch', 'consume');
+DROP OWNED BY regress_jq_watcher;
+DROP ROLE regress_jq_watcher;
+DROP OWNED BY regress_jq_merger;
+DROP ROLE regress_jq_merger;
