@@ -106,11 +106,11 @@ fn jq_schedule(
         crate::error::schedule_of_another_queue(name);
     }
     rights::as_owner(|| {
-        db::connect(|db| {
-            if let Some((old_queue, ..)) = db.rows::<(String, String, String)>(GET, &[name.into()])?.pop() {
-                if !rights::may_use(&old_queue, &MANAGERS) {
-                    crate::error::schedule_of_another_queue(name);
-                }
+        db::connect(|db| loop {
+            // Under the row's lock: the queue of the schedule replaced, whose right is checked.
+            let old_queue = db.rows::<(String, String, String)>(GET, &[name.into()])?.pop().map(|(queue, ..)| queue);
+            if old_queue.as_deref().is_some_and(|old_queue| !rights::may_use(old_queue, &MANAGERS)) {
+                crate::error::schedule_of_another_queue(name);
             }
             let args = [
                 name.into(),
@@ -128,9 +128,13 @@ fn jq_schedule(
                 paused.into(),
                 next_run.into(),
                 now.into(),
+                old_queue.into(),
             ];
-            db.rows::<()>(PUT, &args)?;
-            Ok(next_run)
+            // No row: another transaction made a schedule of that name since GET found none; it
+            // is locked now, and checked on the next turn.
+            if !db.rows::<(i32,)>(PUT, &args)?.is_empty() {
+                return Ok(next_run);
+            }
         })
     })
 }
