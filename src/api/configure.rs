@@ -5,7 +5,7 @@ use pgrx::datum::Interval;
 use pgrx::prelude::*;
 use pgrx::{spi, JsonB};
 
-use crate::db::{self, in_subtransaction, payload::Payload};
+use crate::db::{self, payload::Payload, refusing_bad_values};
 use crate::error::{invalid_argument, null_argument};
 use crate::rights::{self, Privilege};
 use crate::{guc, input};
@@ -51,7 +51,7 @@ fn jq_configure(queue_name: Option<&str>, settings: Option<Payload>) -> spi::Res
     rights::require(queue_name, Privilege::Manage);
     let max_lease = guc::MAX_LEASE_SECONDS.get();
     let changed = rights::as_owner(|| {
-        in_subtransaction(|| {
+        refusing_bad_values(|| {
             db::connect(|db| {
                 db.rows::<()>(ENSURE_ROW, &[queue_name.into()])?;
                 let changed = db.rows::<(JsonB, Option<f64>)>(CONFIGURE, &[queue_name.into(), settings.into()])?;
@@ -89,7 +89,7 @@ fn jq_configure_key(
     let settings = settings_object(settings, &KEY_SETTINGS);
     rights::require(queue_name, Privilege::Manage);
     let changed = rights::as_owner(|| {
-        in_subtransaction(|| {
+        refusing_bad_values(|| {
             db::connect(|db| {
                 db.rows::<()>(ENSURE_KEY_ROW, &[queue_name.into(), key.into()])?;
                 let changed = db.first::<JsonB>(CONFIGURE_KEY, &[queue_name.into(), key.into(), settings.into()])?;

@@ -105,6 +105,39 @@ pub fn read_only_rows<T: FromRow>(sql: &str, args: &[DatumWithOid]) -> spi::Resu
 /// own: it is raised again as it came once the subtransaction is undone, and ends the statement
 /// with its own SQLSTATE (57014 for a cancel or a timeout), never turned into a refusal.
 pub fn in_subtransaction<T>(f: impl FnOnce() -> spi::Result<T>) -> Result<T, String> {
+    subtransaction(f, not_ours)
+}
+
+/// As `in_subtransaction`, for a step whose only failures of its own are bad values (a function
+/// that writes what its caller gave it): only a data exception (class 22) or an integrity
+/// constraint violation (class 23) comes back as its message. Anything else (a lock timeout, a
+/// deadlock, a serialization failure, besides what `in_subtransaction` raises again) is raised
+/// again as it came, with its own SQLSTATE, once the subtransaction is undone.
+pub fn refusing_bad_values<T>(f: impl FnOnce() -> spi::Result<T>) -> Result<T, String> {
+    subtransaction(f, |error| !bad_value(error))
+}
+
+/// Whether a caught error is a data exception (22) or an integrity constraint violation (23).
+fn bad_value(error: &CaughtError) -> bool {
+    let class = class_of(error);
+    [PgSqlErrorCode::ERRCODE_DATA_EXCEPTION, PgSqlErrorCode::ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION]
+        .iter()
+        .any(|refusal| *refusal as i32 & 0xFFF == class)
+}
+
+/// A caught error's SQLSTATE class: the first two characters, the low 12 bits of its code.
+fn class_of(error: &CaughtError) -> i32 {
+    let report = match error {
+        CaughtError::PostgresError(report)
+        | CaughtError::ErrorReport(report)
+        | CaughtError::RustPanic { ereport: report, .. } => report,
+    };
+    report.sql_error_code() as i32 & 0xFFF
+}
+
+/// `f` in a subtransaction; an error it raises for which `raise_again` holds is raised again once
+/// the subtransaction is undone, any other comes back as its message.
+fn subtransaction<T>(f: impl FnOnce() -> spi::Result<T>, raise_again: fn(&CaughtError) -> bool) -> Result<T, String> {
     // SAFETY: reads two backend globals, restored below: PostgreSQL's own subtransaction calls
     // switch both, and a caller's SPI connection and memory must survive the step.
     let (context, owner) = unsafe { (pg_sys::CurrentMemoryContext, pg_sys::CurrentResourceOwner) };
@@ -127,7 +160,7 @@ pub fn in_subtransaction<T>(f: impl FnOnce() -> spi::Result<T>) -> Result<T, Str
     }
     result.map_err(|failed| match failed {
         Failed::Message(message) => message,
-        Failed::Caught(error) if not_ours(&error) => error.rethrow(),
+        Failed::Caught(error) if raise_again(&error) => error.rethrow(),
         Failed::Caught(error) => describe(*error),
     })
 }
@@ -140,13 +173,7 @@ enum Failed {
 /// Whether a caught error comes from outside the step: an operator's intervention (a cancel, a
 /// timeout, a shutdown: class 57) or the server running short of something (class 53).
 pub fn not_ours(error: &CaughtError) -> bool {
-    let report = match error {
-        CaughtError::PostgresError(report)
-        | CaughtError::ErrorReport(report)
-        | CaughtError::RustPanic { ereport: report, .. } => report,
-    };
-    // An SQLSTATE's class is its first two characters: the low 12 bits of its code.
-    let class = report.sql_error_code() as i32 & 0xFFF;
+    let class = class_of(error);
     [PgSqlErrorCode::ERRCODE_OPERATOR_INTERVENTION, PgSqlErrorCode::ERRCODE_INSUFFICIENT_RESOURCES]
         .iter()
         .any(|outside| *outside as i32 & 0xFFF == class)

@@ -755,7 +755,8 @@ fn a_dropped_roles_rights_are_forgotten() {
 
 /// A cancel or a timeout ends the statement with 57014, also where the statement runs a step in a
 /// subtransaction of its own (a setting's change, the reaper's row-by-row fallback): neither turns
-/// it into a refusal nor goes on with the next step.
+/// it into a refusal nor goes on with the next step. A lock timeout ends a setting's change with
+/// 55P03, as it would any statement, not as a refused setting (22023).
 #[test]
 fn cancels_and_timeouts_end_the_statement_with_57014() {
     let cluster = Cluster::start();
@@ -765,6 +766,11 @@ fn cancels_and_timeouts_end_the_statement_with_57014() {
     holder.batch_execute("BEGIN; SELECT * FROM jq_queues FOR UPDATE").unwrap();
     c.batch_execute("SET statement_timeout = '200ms'").unwrap();
     assert_eq!(sqlstate(&mut c, "SELECT jq_configure('q', '{\"max_attempts\": 3}')").as_deref(), Some("57014"));
+    // A lock timeout (55P03), a lock wait's own limit, is PostgreSQL's too: not a refused setting.
+    c.batch_execute("SET statement_timeout = 0; SET lock_timeout = '100ms'").unwrap();
+    assert_eq!(sqlstate(&mut c, "SELECT jq_configure('q', '{\"max_attempts\": 3}')").as_deref(), Some("55P03"));
+    assert_eq!(sqlstate(&mut c, "SELECT jq_configure_key('q', 'k', '{\"weight\": 2}')"), None);
+    c.batch_execute("RESET lock_timeout; SET statement_timeout = '200ms'").unwrap();
     holder.batch_execute("ROLLBACK; BEGIN; LOCK TABLE jq_live_jobs IN ACCESS EXCLUSIVE MODE").unwrap();
     let started = std::time::Instant::now();
     let release = std::thread::spawn(move || {
