@@ -42,10 +42,31 @@ extension_sql_file!("../sql/schema/rights.sql", name = "rights", finalize);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    no_rust_backtraces();
     guc::init();
     if guc::preloaded() {
         reaper::register_workers();
         shared::init();
+    }
+}
+
+/// An error the extension raises goes through pgrx's panic hook, which captures a Rust backtrace
+/// into its DETAIL wherever `RUST_BACKTRACE` (or `RUST_LIB_BACKTRACE`) is set in the server's
+/// environment, as some hosts' shells set it: clients would see the extension's insides in every
+/// refusal. Rust decides once per library whether backtraces are captured, at the first capture,
+/// so one made here with `RUST_LIB_BACKTRACE=0` turns them off for this library alone; the
+/// environment is put back as it was, for whatever else the server runs. While the library is
+/// preloaded the postmaster does it once, and every process it starts inherits the choice.
+fn no_rust_backtraces() {
+    const VARIABLE: &str = "RUST_LIB_BACKTRACE";
+    let before = std::env::var_os(VARIABLE);
+    // _PG_init runs in a single-threaded process (the postmaster, or a backend loading the
+    // library), so changing the environment races with nothing.
+    std::env::set_var(VARIABLE, "0");
+    let _ = std::backtrace::Backtrace::capture();
+    match before {
+        Some(value) => std::env::set_var(VARIABLE, value),
+        None => std::env::remove_var(VARIABLE),
     }
 }
 

@@ -113,3 +113,37 @@ fn a_new_session_compiles_none_of_its_statements() {
         jq_harness::text_rows(&mut admin, "SELECT left(query, 200) FROM pg_stat_statements WHERE jit_functions > 0");
     assert!(compiled.is_empty(), "compiled with JIT: {compiled:#?}");
 }
+
+/// Where the server's environment sets `RUST_BACKTRACE` (as some hosts' shells do), an error the
+/// extension raises carries no Rust backtrace in its DETAIL, preloaded or not; and the variable is
+/// still there for what the server runs (a `COPY ... TO PROGRAM` sees it).
+#[test]
+fn no_rust_backtrace_reaches_a_client_whatever_the_servers_environment() {
+    for settings in [&[][..], &["shared_preload_libraries = 'pg_jobqueue'"][..]] {
+        let version = jq_harness::pg_version();
+        let cluster = Cluster::init_on(&version, settings, &[]);
+        let dir = cluster.data_dir();
+        let started = jq_harness::as_postgres(&version, "pg_ctl")
+            .env("RUST_BACKTRACE", "1")
+            .arg("-D")
+            .arg(dir)
+            .arg("-l")
+            .arg(dir.join("server.log"))
+            .args(["-w", "-t", "60", "start"])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("pg_ctl runs");
+        assert!(started.success(), "the server did not start");
+        let mut client = cluster.connect();
+        client.batch_execute("CREATE EXTENSION pg_jobqueue").unwrap();
+        for sql in ["SELECT jq_enqueue(NULL, '{}')", "SELECT jq_claim('q', 'w', batch_size => 0)"] {
+            let error = client.batch_execute(sql).unwrap_err();
+            let error = error.as_db_error().unwrap_or_else(|| panic!("{sql}: {error}"));
+            assert!(error.code().code().starts_with("22"), "{sql}: {}", error.code().code());
+            assert_eq!(error.detail(), None, "{settings:?}: {sql} carries a DETAIL");
+        }
+        client.batch_execute("COPY (SELECT 1) TO PROGRAM 'printenv RUST_BACKTRACE > rust_backtrace'").unwrap();
+        let kept: String = client.query_one("SELECT pg_read_file('rust_backtrace')", &[]).unwrap().get(0);
+        assert_eq!(kept.trim(), "1", "{settings:?}: the server's environment changed");
+    }
+}
