@@ -109,6 +109,11 @@ fn jq_stats_reset() {
 #[pg_extern(volatile, parallel_restricted)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 fn jq_metrics() -> spi::Result<String> {
+    // The gauges read the views as this library knows them: SQL definitions of another version
+    // (until ALTER EXTENSION pg_jobqueue UPDATE) are refused as every other function refuses them.
+    if crate::rights::outdated() {
+        crate::error::update_needed();
+    }
     let mut out = String::new();
     counter_families(&mut out);
     gauge_families(&mut out)?;

@@ -226,6 +226,19 @@ mod tests {
         ));
     }
 
+    /// A queue's default lease set before `pg_jobqueue.max_lease` was lowered is cut to the limit.
+    #[pg_test]
+    fn the_default_lease_is_cut_to_a_lowered_max_lease() {
+        run("INSERT INTO jq_queues (queue_name, default_lease) VALUES ('long', '10 hours')");
+        enqueue("long");
+        run("SET LOCAL pg_jobqueue.max_lease = '1h'");
+        run("SELECT * FROM jq_claim('long', 'w')");
+        assert!(one::<bool>(
+            "SELECT lease_expires_at - claimed_at = interval '1 hour' AND lease_length = interval '1 hour'
+             FROM jq_jobs WHERE queue_name = 'long'"
+        ));
+    }
+
     #[pg_test]
     fn claim_returns_nothing_from_an_empty_or_paused_queue() {
         assert_eq!(claim("empty", "w", "30 s"), None);

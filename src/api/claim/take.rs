@@ -117,6 +117,16 @@ pub(super) struct Taken {
 /// queue has a limit (`admit::free_slots`). Claiming, and taking a limited queue's row lock, are
 /// lease writes: lost in a crash, they cost a job that runs again (see
 /// `shared::xact::lease_write`).
+/// The queue's `default_lease`, at most `pg_jobqueue.max_lease`: a default set before the limit was
+/// lowered is cut to it, as a claim's own `lease` could not ask for more.
+fn default_lease(settings: &Settings) -> pgrx::datum::Interval {
+    let max_micros = i64::from(crate::guc::MAX_LEASE_SECONDS.get()) * 1_000_000;
+    if crate::input::nominal_micros(settings.default_lease) <= i128::from(max_micros) {
+        return settings.default_lease;
+    }
+    pgrx::datum::Interval::new(0, 0, max_micros).expect("pg_jobqueue.max_lease is a valid interval")
+}
+
 pub(super) fn take(
     request: &Request,
     start: &Start,
@@ -138,7 +148,7 @@ pub(super) fn take(
         [
             queue_name.into(),
             worker.into(),
-            lease.unwrap_or(settings.default_lease).into(),
+            lease.unwrap_or_else(|| default_lease(settings)).into(),
             batch_size.into(),
             now.into(),
             queue_id.into(),

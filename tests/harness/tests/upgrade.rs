@@ -329,6 +329,7 @@ fn an_upgrade_from_0_3_0_keeps_every_job_and_lets_new_jobs_depend_on_them() {
     let (id, token) = leases[0];
     assert_eq!(refused(&mut old, &format!("SELECT jq_complete({id}, 'holder', {token})")), OLDER);
     assert_eq!(refused(&mut old, "SELECT * FROM jq_claim('kept', 'w')"), OLDER);
+    assert_eq!(refused(&mut old, "SELECT jq_metrics()"), OLDER, "jq_metrics as every other function");
     assert_eq!(jobs(&mut old), jobs_before, "a refused call wrote nothing");
 
     old.batch_execute("ALTER EXTENSION pg_jobqueue UPDATE").unwrap();
