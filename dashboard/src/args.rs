@@ -4,6 +4,7 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 
 pub const USAGE: &str = "usage: jq-dashboard [--listen ADDR] [--dsn DSN] [--read-only] [--password-file PATH]
+                    [--allowed-host NAME]... [--https]
   --listen ADDR         address and port to serve on (default 127.0.0.1:8080); any address but a
                         loopback one needs a password
   --dsn DSN             the database, as a libpq connection string or URL (default: DATABASE_URL);
@@ -11,6 +12,11 @@ pub const USAGE: &str = "usage: jq-dashboard [--listen ADDR] [--dsn DSN] [--read
   --read-only           no buttons, and every POST refused
   --password-file PATH  HTTP Basic password (any user name), first line of PATH
                         (or JQ_DASHBOARD_PASSWORD)
+  --allowed-host NAME   a host name browsers reach the pages by (with or without its port); an
+                        address literal or localhost with the listening port needs none, any
+                        other name is refused
+  --https               browsers reach the pages over HTTPS, through a proxy in front: cookies
+                        are __Host- and Secure, and actions must come from an https page
   -h, --help            this text";
 
 /// The default address: loopback only, so that no password is needed on the machine itself.
@@ -23,6 +29,8 @@ pub struct Options {
     pub read_only: bool,
     /// None: no password asked (only allowed on a loopback address).
     pub password: Option<String>,
+    pub allowed_hosts: Vec<String>,
+    pub https: bool,
 }
 
 /// What the command line asked for: to run, or only the usage.
@@ -40,6 +48,7 @@ pub fn parse(
     read_file: impl Fn(&str) -> std::io::Result<String>,
 ) -> Result<Parsed, String> {
     let (mut listen, mut dsn, mut read_only, mut password_file) = (None, None, false, None);
+    let (mut allowed_hosts, mut https) = (Vec::new(), false);
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -54,6 +63,14 @@ pub fn parse(
             "--dsn" => dsn = Some(value("--dsn")?),
             "--password-file" => password_file = Some(value("--password-file")?),
             "--read-only" if inline.is_none() => read_only = true,
+            "--https" if inline.is_none() => https = true,
+            "--allowed-host" => {
+                let name = value("--allowed-host")?;
+                if name.is_empty() || name.contains(['/', ' ', ',']) {
+                    return Err(format!("--allowed-host {name}: not a host name"));
+                }
+                allowed_hosts.push(name);
+            }
             _ => return Err(format!("unknown argument {arg}")),
         }
     }
@@ -80,7 +97,7 @@ pub fn parse(
              give --password-file PATH or set JQ_DASHBOARD_PASSWORD"
         ));
     }
-    Ok(Parsed::Run(Options { listen, dsn, read_only, password }))
+    Ok(Parsed::Run(Options { listen, dsn, read_only, password, allowed_hosts, https }))
 }
 
 /// The addresses `listen` names (a host name may name several); an error if it names none.
@@ -125,7 +142,14 @@ mod tests {
         let o = options(&["--dsn", "host=/tmp"], &[]);
         assert_eq!(
             o,
-            Options { listen: DEFAULT_LISTEN.into(), dsn: "host=/tmp".into(), read_only: false, password: None }
+            Options {
+                listen: DEFAULT_LISTEN.into(),
+                dsn: "host=/tmp".into(),
+                read_only: false,
+                password: None,
+                allowed_hosts: Vec::new(),
+                https: false
+            }
         );
     }
 
@@ -162,6 +186,16 @@ mod tests {
         for listen in ["127.0.0.1:9", "[::1]:9", "localhost:9"] {
             assert_eq!(options(&["--dsn", "x", "--listen", listen], &[]).password, None, "{listen}");
         }
+    }
+
+    #[test]
+    fn allowed_hosts_and_https() {
+        let o =
+            options(&["--dsn", "x", "--allowed-host", "jobs.example.com", "--allowed-host=ops:8443", "--https"], &[]);
+        assert_eq!(o.allowed_hosts, ["jobs.example.com", "ops:8443"]);
+        assert!(o.https);
+        assert!(run(&["--dsn", "x", "--allowed-host", "a/b"], &[]).unwrap_err().contains("not a host name"));
+        assert!(run(&["--dsn", "x", "--https=yes"], &[]).is_err());
     }
 
     #[test]

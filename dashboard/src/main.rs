@@ -47,8 +47,18 @@ async fn serve(options: args::Options) -> i32 {
     }
     let store = Arc::new(Mutex::new(samples::Store::default()));
     tokio::spawn(samples::run(pool.clone(), store.clone()));
-    let app = web::App { pool, store, read_only: options.read_only, password: options.password.clone().map(Arc::new) };
-    let address = listener.local_addr().map(|a| a.to_string()).unwrap_or_else(|_| options.listen.clone());
+    let local = listener.local_addr().ok();
+    let app = web::App {
+        pool,
+        store,
+        read_only: options.read_only,
+        password: options.password.clone().map(Arc::new),
+        secret: Arc::new(guard::Secret::new()),
+        https: options.https,
+        port: local.map_or(0, |address| address.port()),
+        allowed_hosts: Arc::new(options.allowed_hosts.clone()),
+    };
+    let address = local.map(|a| a.to_string()).unwrap_or_else(|| options.listen.clone());
     println!(
         "jq-dashboard listening on http://{address}{}{}",
         if options.password.is_some() { " (password required)" } else { "" },

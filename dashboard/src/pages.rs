@@ -123,10 +123,122 @@ pub fn text(value: &Option<String>) -> &str {
 
 pub const STYLE: &str = include_str!("style.css");
 
-/// A small preformatted block (payloads, results), escaped.
-pub fn pre(value: &Option<String>) -> Markup {
-    match value {
-        Some(text) => html! { pre { (text) } },
-        None => html! { span.none { "–" } },
+/// Most bytes of one JSON value a page shows; the rest is cut, and the page says so.
+pub const MOST_JSON_BYTES: usize = 64 * 1024;
+/// Deeper than this, a value is shown on one line: indentation would grow with the square of the
+/// depth (jsonb_pretty's of a value nested ten thousand deep is hundreds of megabytes).
+const MOST_JSON_DEPTH: usize = 16;
+
+/// A JSON value given as compact text (perhaps only its start, of `length` characters in all),
+/// indented as jsonb_pretty does, within `MOST_JSON_BYTES` and `MOST_JSON_DEPTH`.
+pub fn json(text: &Option<String>, length: Option<i32>, most: usize) -> Markup {
+    let Some(text) = text else {
+        return html! { span.none { "–" } };
+    };
+    let (shown, cut_here) = indent_json(text, most);
+    let given = text.chars().count();
+    let whole = length.map_or(given, |length| usize::try_from(length).unwrap_or(given));
+    html! {
+        pre { (shown) @if cut_here || whole > given { "\n…" } }
+        @if cut_here || whole > given {
+            (note(&format!("Cut: the value has {whole} characters as compact JSON; jq_jobs has all of it.")))
+        }
+    }
+}
+
+/// Compact JSON text indented by four spaces a level, as jsonb_pretty indents it, to at most
+/// `most` bytes (then true: the text was cut). Levels below `MOST_JSON_DEPTH` stay on one line.
+/// Text that is not JSON (or only the start of it) is shown as it comes, indented where it can be.
+pub fn indent_json(text: &str, most: usize) -> (String, bool) {
+    let mut out = String::with_capacity(text.len().min(most) + 64);
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        (0..depth).for_each(|_| out.push_str("    "));
+    };
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if out.len() >= most {
+            return (out, true);
+        }
+        if in_string {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '{' | '[' => {
+                while chars.peek().is_some_and(|next| next.is_whitespace()) {
+                    chars.next();
+                }
+                let close = if c == '{' { '}' } else { ']' };
+                if chars.peek() == Some(&close) {
+                    chars.next();
+                    out.push(c);
+                    out.push(close);
+                    continue;
+                }
+                out.push(c);
+                depth += 1;
+                if depth <= MOST_JSON_DEPTH {
+                    newline(&mut out, depth);
+                }
+            }
+            '}' | ']' => {
+                if depth <= MOST_JSON_DEPTH && depth > 0 {
+                    newline(&mut out, depth - 1);
+                }
+                depth = depth.saturating_sub(1);
+                out.push(c);
+            }
+            ',' => {
+                out.push(',');
+                if depth <= MOST_JSON_DEPTH {
+                    newline(&mut out, depth);
+                } else {
+                    out.push(' ');
+                }
+            }
+            ':' => out.push_str(": "),
+            c if c.is_whitespace() => {}
+            c => out.push(c),
+        }
+    }
+    (out, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_is_indented_as_jsonb_pretty_indents_it() {
+        let (shown, cut) =
+            indent_json(r#"{"a": 1, "b": [1, "x, y: [z]"], "c": {}, "d": [], "e": {"f": "\"}"}}"#, 1 << 20);
+        assert!(!cut);
+        assert_eq!(
+            shown,
+            "{\n    \"a\": 1,\n    \"b\": [\n        1,\n        \"x, y: [z]\"\n    ],\n    \"c\": {},\n    \"d\": [],\n    \"e\": {\n        \"f\": \"\\\"}\"\n    }\n}"
+        );
+        assert_eq!(indent_json("42", 100), ("42".to_owned(), false));
+    }
+
+    #[test]
+    fn deep_and_huge_values_are_bounded() {
+        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        let (shown, cut) = indent_json(&deep, MOST_JSON_BYTES);
+        assert!(!cut && shown.len() < 30_000, "deep: {} bytes", shown.len());
+        let huge = format!("[{}]", vec!["1"; 500_000].join(", "));
+        let (shown, cut) = indent_json(&huge, MOST_JSON_BYTES);
+        assert!(cut && shown.len() <= MOST_JSON_BYTES + 64, "huge: {} bytes", shown.len());
     }
 }

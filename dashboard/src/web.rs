@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
@@ -17,7 +17,7 @@ use tokio_postgres::Row;
 use crate::charts;
 use crate::db::{self, sql, Access, Conn, DbError, Pool};
 use crate::guard::{self, Flash};
-use crate::pages::{self, action, age, count, decimal, layout, note, pre, segment, text, Ctx};
+use crate::pages::{self, action, age, count, decimal, json, layout, note, segment, text, Ctx};
 use crate::samples::{self, Store};
 
 /// Jobs per page of a queue's job list.
@@ -31,7 +31,17 @@ pub struct App {
     pub store: Arc<Mutex<Store>>,
     pub read_only: bool,
     pub password: Option<Arc<String>>,
+    /// What the CSRF tokens are signed with.
+    pub secret: Arc<guard::Secret>,
+    /// The pages reach browsers over HTTPS (a proxy in front): `__Host-` cookies, https origins.
+    pub https: bool,
+    /// The port it listens on, and the host names it answers to besides address literals.
+    pub port: u16,
+    pub allowed_hosts: Arc<Vec<String>>,
 }
+
+/// The largest request body read: an action's form is a few fields.
+const MOST_BODY_BYTES: usize = 16 * 1024;
 
 /// What the guard learnt of a request: the CSRF token of its cookie (or a fresh one) and the
 /// flash message it carries.
@@ -62,13 +72,37 @@ pub fn router(app: App) -> Router {
         .route("/style.css", get(style))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(app.clone(), guard_layer))
+        .layer(DefaultBodyLimit::max(MOST_BODY_BYTES))
         .with_state(app)
 }
 
-async fn guard_layer(State(app): State<App>, mut request: Request, next: Next) -> Response {
+async fn guard_layer(State(app): State<App>, request: Request, next: Next) -> Response {
+    let mut response = guarded(app, request, next).await;
+    let headers = response.headers_mut();
+    for (name, value) in guard::SECURITY_HEADERS {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// What every request passes before its route: the host it names, the password, the origin of an
+/// action; then the CSRF cookie and the flash message for the page.
+async fn guarded(app: App, mut request: Request, next: Next) -> Response {
+    let (host, authorization, cookies, origin, fetch_site) = {
+        let text = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        (text("host"), text("authorization"), text("cookie"), text("origin"), text("sec-fetch-site"))
+    };
+    let is_get = request.method() == Method::GET || request.method() == Method::HEAD;
+    if !guard::host_ok(host.as_deref(), app.port, &app.allowed_hosts) {
+        return (
+            StatusCode::MISDIRECTED_REQUEST,
+            "jq-dashboard does not answer to this host name (see --allowed-host)\n",
+        )
+            .into_response();
+    }
     if let Some(password) = &app.password {
-        let authorization = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-        if !guard::basic_auth_ok(authorization, password) {
+        if !guard::basic_auth_ok(authorization.as_deref(), password) {
             return (
                 StatusCode::UNAUTHORIZED,
                 [(header::WWW_AUTHENTICATE, "Basic realm=\"jq-dashboard\", charset=\"UTF-8\"")],
@@ -77,23 +111,33 @@ async fn guard_layer(State(app): State<App>, mut request: Request, next: Next) -
                 .into_response();
         }
     }
-    let cookies = request.headers().get(header::COOKIE).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let cookie_token =
-        guard::cookie(cookies.as_deref(), guard::CSRF_COOKIE).filter(|t| guard::valid_token(t)).map(str::to_owned);
-    let flash = guard::cookie(cookies.as_deref(), guard::FLASH_COOKIE).and_then(Flash::decode);
-    let is_get = request.method() == Method::GET;
+    let csrf_cookie = guard::cookie_name(guard::CSRF_COOKIE, app.https);
+    let cookie_token = guard::cookie(cookies.as_deref(), &csrf_cookie)
+        .filter(|t| guard::valid_token(&app.secret, t))
+        .map(str::to_owned);
+    let flash =
+        guard::cookie(cookies.as_deref(), &guard::cookie_name(guard::FLASH_COOKIE, app.https)).and_then(Flash::decode);
     let had_flash = flash.is_some();
-    let token = cookie_token.clone().unwrap_or_else(guard::new_token);
-    request.extensions_mut().insert(Visit { token: token.clone(), cookie_token: cookie_token.clone(), flash });
+    let token = cookie_token.clone().unwrap_or_else(|| guard::new_token(&app.secret));
+    let visit = Visit { token: token.clone(), cookie_token: cookie_token.clone(), flash };
+    if !is_get && !guard::origin_ok(origin.as_deref(), fetch_site.as_deref(), host.as_deref(), app.https) {
+        let ctx = ctx(&app, &visit, None);
+        return html(
+            StatusCode::FORBIDDEN,
+            pages::error_page(&ctx, "Refused", "The action came from a page of another origin: nothing was done."),
+        );
+    }
+    request.extensions_mut().insert(visit);
     let mut response = next.run(request).await;
     let headers = response.headers_mut();
     if cookie_token.is_none() {
-        headers.append(header::SET_COOKIE, HeaderValue::from_str(&guard::csrf_set_cookie(&token)).expect("ascii"));
+        let value = guard::csrf_set_cookie(&token, app.https);
+        headers.append(header::SET_COOKIE, HeaderValue::from_str(&value).expect("ascii"));
     }
     if is_get && had_flash {
-        headers.append(header::SET_COOKIE, HeaderValue::from_str(&guard::clear_flash_cookie()).expect("ascii"));
+        headers
+            .append(header::SET_COOKIE, HeaderValue::from_str(&guard::clear_flash_cookie(app.https)).expect("ascii"));
     }
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
 }
 
@@ -581,9 +625,9 @@ async fn job(State(app): State<App>, Extension(visit): Extension<Visit>, Path(id
                 (field("attempts", html! { (row.get::<_, i32>(3)) }))
                 (field("max_attempts", html! { (row.get::<_, i32>(4)) }))
                 (field("priority", html! { (row.get::<_, i32>(5)) }))
-                (field("payload", pre(&s(6))))
-                (field("result", pre(&s(7))))
-                (field("progress", pre(&s(8))))
+                (field("payload", json(&s(6), row.get(25), pages::MOST_JSON_BYTES)))
+                (field("result", json(&s(7), row.get(26), pages::MOST_JSON_BYTES)))
+                (field("progress", json(&s(8), row.get(27), pages::MOST_JSON_BYTES)))
                 (field("lease_owner", plain(s(9))))
                 (field("lease_token", html! { (row.get::<_, i64>(10)) }))
                 (field("lease_expires_at", plain(s(11))))
@@ -629,7 +673,7 @@ async fn job(State(app): State<App>, Extension(visit): Extension<Visit>, Path(id
                         tr data-job=(parent) {
                             td data-field="id" { a href={"/jobs/" (parent)} { (parent) } }
                             td data-field="status" { (p.get::<_, String>(1)) }
-                            td data-field="result" { (p.get::<_, Option<String>>(2).unwrap_or_default()) }
+                            td data-field="result" { (json(&p.get(2), p.get(3), 4096)) }
                         }
                     }
                 }
@@ -837,7 +881,7 @@ fn admit(app: &App, visit: &Visit, body: &Bytes) -> Result<HashMap<String, Strin
         return refuse("Read-only", "This dashboard runs with --read-only: it takes no action.");
     }
     let form: HashMap<String, String> = form_urlencoded::parse(body).into_owned().collect();
-    if !guard::csrf_ok(visit.cookie_token.as_deref(), form.get("csrf").map(String::as_str)) {
+    if !guard::csrf_ok(&app.secret, visit.cookie_token.as_deref(), form.get("csrf").map(String::as_str)) {
         return refuse(
             "Refused",
             "The form did not carry this browser's token (a form from another site, or an old page): nothing was done. Reload the page and try again.",
@@ -847,8 +891,8 @@ fn admit(app: &App, visit: &Visit, body: &Bytes) -> Result<HashMap<String, Strin
 }
 
 /// 303 to `to`, with the outcome for the page there.
-fn redirect(to: &str, flash: Flash) -> Response {
-    (StatusCode::SEE_OTHER, [(header::LOCATION, to.to_owned()), (header::SET_COOKIE, flash.set_cookie())])
+fn redirect(https: bool, to: &str, flash: Flash) -> Response {
+    (StatusCode::SEE_OTHER, [(header::LOCATION, to.to_owned()), (header::SET_COOKIE, flash.set_cookie(https))])
         .into_response()
 }
 
@@ -884,7 +928,7 @@ async fn set_paused(
         Ok(()) => Flash::ok(format!("Queue {name} {}.", if paused { "paused" } else { "resumed" })),
         Err(error) => refused(&error),
     };
-    redirect(&format!("/queues/{}", segment(&name)), flash)
+    redirect(app.https, &format!("/queues/{}", segment(&name)), flash)
 }
 
 async fn job_retry(state: State<App>, visit: Extension<Visit>, id: Path<String>, body: Bytes) -> Response {
@@ -929,7 +973,7 @@ async fn job_verb(
         Ok(false) => Flash::error(None, format!("Job {id} {did_not}.")),
         Err(error) => refused(&error),
     };
-    redirect(&format!("/jobs/{id}"), flash)
+    redirect(app.https, &format!("/jobs/{id}"), flash)
 }
 
 async fn job_purge(
@@ -957,7 +1001,7 @@ async fn job_purge(
         ),
         Err(error) => refused(&error),
     };
-    redirect("/dead", flash)
+    redirect(app.https, "/dead", flash)
 }
 
 async fn dead_retry(state: State<App>, visit: Extension<Visit>, body: Bytes) -> Response {
@@ -981,7 +1025,7 @@ async fn dead_group(
         Err(response) => return response,
     };
     let (Some(queue), Some(code)) = (form.get("queue"), form.get("error_code").filter(|c| !c.is_empty())) else {
-        return redirect("/dead", Flash::error(None, "Name a queue and an error code."));
+        return redirect(app.https, "/dead", Flash::error(None, "Name a queue and an error code."));
     };
     let outcome = async {
         let client = app.pool.get().await?;
@@ -999,7 +1043,7 @@ async fn dead_group(
         Ok(n) => Flash::ok(format!("{n} dead jobs of queue {queue} with error code {code} {did}.")),
         Err(error) => refused(&error),
     };
-    redirect("/dead", flash)
+    redirect(app.https, "/dead", flash)
 }
 
 async fn schedule_pause(state: State<App>, visit: Extension<Visit>, name: Path<String>, body: Bytes) -> Response {
@@ -1034,7 +1078,7 @@ async fn schedule_verb(
         ),
         Err(error) => refused(&error),
     };
-    redirect("/schedules", flash)
+    redirect(app.https, "/schedules", flash)
 }
 
 #[cfg(test)]

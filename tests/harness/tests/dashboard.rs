@@ -585,7 +585,10 @@ fn http(
 ) -> std::io::Result<Response> {
     let mut stream = TcpStream::connect(("127.0.0.1", port))?;
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
-    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
+    let mut request = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("host")) {
+        request.push_str(&format!("Host: 127.0.0.1:{port}\r\n"));
+    }
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -1381,4 +1384,194 @@ fn beyond_localhost_every_page_needs_the_password() {
     let response = http(port, "POST", "/queues/emails/pause", &[], Some("csrf=x")).unwrap();
     assert_eq!(response.status, 401, "an action without the password");
     assert_eq!(everything(&mut owner), before, "changed nothing");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attacks from another origin.
+
+/// A web server of the attacker's on another port of 127.0.0.1 (same site as the dashboard, but
+/// another origin): it serves `pages` by path, each with the `Set-Cookie` headers given (a server
+/// on any port of a host may set a cookie for the whole host), and stops with the test.
+struct Attacker {
+    port: u16,
+}
+
+impl Attacker {
+    fn serve(pages: Vec<(&'static str, Vec<String>, String)>) -> Attacker {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let pages = Arc::new(pages);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let pages = pages.clone();
+                // A thread per connection: Chromium opens connections it sends nothing on.
+                std::thread::spawn(move || answer(stream, &pages));
+            }
+        });
+        Attacker { port }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+}
+
+/// One request of the attacker's server, answered with `pages`.
+fn answer(mut stream: TcpStream, pages: &[(&'static str, Vec<String>, String)]) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut first = String::new();
+    if reader.read_line(&mut first).is_err() {
+        return;
+    }
+    let path = first.split_whitespace().nth(1).unwrap_or("/").to_owned();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            break;
+        }
+    }
+    let (status, cookies, body) = match pages.iter().find(|(p, _, _)| *p == path) {
+        Some((_, cookies, body)) => ("200 OK", cookies.clone(), body.clone()),
+        None => ("404 Not Found", Vec::new(), String::new()),
+    };
+    let mut head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for cookie in cookies {
+        head.push_str(&format!("Set-Cookie: {cookie}\r\n"));
+    }
+    let _ = stream.write_all(format!("{head}\r\n{body}").as_bytes());
+}
+
+/// A page that posts a form to the dashboard as soon as it loads.
+fn auto_post(dashboard: &Dashboard, action: &str, token: &str) -> String {
+    format!(
+        "<!doctype html><body><form id=f method=post action=\"http://127.0.0.1:{}{action}\">\
+         <input type=hidden name=csrf value=\"{token}\"></form>\
+         <script>document.getElementById('f').submit();</script></body>",
+        dashboard.port
+    )
+}
+
+/// Attacks on the dashboard from a page of another origin, in Chromium, each failing and changing
+/// nothing (guide, "Dashboard"):
+/// * a forged cookie: the attacker's server, on another port of the same host, sets `jq_csrf` to a
+///   token of its own making, and its page posts the same value;
+/// * a cross-port form post carrying the browser's real token (as if it had leaked): refused for
+///   its origin;
+/// * a framing page: the dashboard does not show inside another page's frame;
+/// * payloads nested 10,000 deep and one of 15,000 objects: their job pages are a few hundred
+///   kilobytes at most, and say the value was cut.
+///
+/// Every answer carries the headers that forbid framing, sniffing and outside content.
+#[test]
+fn attacks_from_another_origin_fail_and_change_nothing() {
+    let cluster = Cluster::start();
+    fill(&cluster);
+    let dashboard = start_dashboard(&cluster, MANAGER, &[]);
+    let mut owner = cluster.connect();
+    let deep: i64 = owner
+        .query_one("SELECT jq_enqueue('emails', (repeat('[', 10000) || repeat(']', 10000))::jsonb)", &[])
+        .unwrap()
+        .get(0);
+    let huge: i64 = owner
+        .query_one(
+            "SELECT jq_enqueue('emails', (SELECT jsonb_agg(jsonb_build_object('n', n, 'to', 'someone@example.com'))
+                                          FROM generate_series(1, 15000) n))",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let before = everything(&mut owner);
+    let emails_paused = |owner: &mut Client| paused(owner, "emails");
+    let not_paused = emails_paused(&mut owner);
+
+    let forged_old = "ab".repeat(32);
+    let forged_new = "0".repeat(96);
+    let driver = start_driver();
+    // A fresh profile first, as the attacker would like it: its only jq_csrf is the forged one.
+    let fresh = Browser::open(&driver, &dashboard);
+    let browser = Browser::open(&driver, &dashboard);
+    browser.goto("/queues/emails");
+    let real = browser.cookie("jq_csrf").expect("the dashboard set its csrf cookie");
+    let attacker = Attacker::serve(vec![
+        (
+            "/forge-old",
+            vec![format!("jq_csrf={forged_old}; Path=/")],
+            auto_post(&dashboard, "/queues/emails/pause", &forged_old),
+        ),
+        (
+            "/forge-new",
+            vec![format!("jq_csrf={forged_new}; Path=/")],
+            auto_post(&dashboard, "/queues/emails/pause", &forged_new),
+        ),
+        ("/leaked", Vec::new(), auto_post(&dashboard, "/queues/emails/pause", &real)),
+        (
+            "/frame",
+            Vec::new(),
+            format!(
+                "<!doctype html><body><iframe src=\"http://127.0.0.1:{}/queues/emails\" width=900 height=700 \
+                 onload=\"window.framed = true\"></iframe></body>",
+                dashboard.port
+            ),
+        ),
+    ]);
+
+    // The leaked token first: a forged cookie replaces the browser's own.
+    for (who, path) in [(&browser, "/leaked"), (&fresh, "/forge-old"), (&fresh, "/forge-new"), (&browser, "/forge-old")]
+    {
+        who.block(&format!("load {path}"), who.client().goto(&attacker.url(path)));
+        wait_until(&format!("{path} posted to the dashboard"), || {
+            who.try_script("return location.port + ' ' + document.readyState")
+                == Some(Value::String(format!("{} complete", dashboard.port)))
+        });
+        assert_eq!(who.page(), "error", "{path}: the dashboard refused the post");
+        assert_eq!(emails_paused(&mut owner), not_paused, "{path} paused the queue");
+    }
+
+    // Framed: the frame shows no page of the dashboard's.
+    browser.block("load /frame", browser.client().goto(&attacker.url("/frame")));
+    wait_until("the frame loaded", || browser.try_script("return window.framed === true") == Some(Value::Bool(true)));
+    browser.block("enter the frame", browser.client().enter_frame(0));
+    let inside = browser.runtime.block_on(browser.client().find(Locator::Css("body[data-page]")));
+    assert!(inside.is_err(), "the dashboard showed inside another site's frame");
+    browser.block("leave the frame", browser.client().enter_parent_frame());
+
+    // The answers' headers, over plain HTTP.
+    let page = request(&dashboard, "GET", "/queues/emails", None, None);
+    assert_eq!(page.status, 200);
+    let csp = page.header("content-security-policy").unwrap_or_default();
+    assert!(csp.contains("frame-ancestors 'none'") && csp.contains("default-src 'none'"), "CSP: {csp}");
+    assert_eq!(page.header("x-frame-options").as_deref(), Some("DENY"));
+    assert_eq!(page.header("x-content-type-options").as_deref(), Some("nosniff"));
+    // A forged cookie and field of the token's shape, with no Origin at all (as a script that is
+    // no browser would send them): the signature alone refuses it.
+    let forged = request(
+        &dashboard,
+        "POST",
+        "/queues/emails/pause",
+        Some(&format!("jq_csrf={forged_new}")),
+        Some(&format!("csrf={forged_new}")),
+    );
+    assert_forbidden(&forged, "an unsigned token");
+    // Another host name, as a page that rebinds its own name to this machine would send.
+    let rebound = http(dashboard.port, "GET", "/", &[("Host", "evil.example")], None).unwrap();
+    assert_eq!(rebound.status, 421, "a request naming another host: {}", rebound.head);
+
+    // Deep and huge payloads: bounded pages, that say what they cut.
+    for (id, what) in [(deep, "nested 10,000 deep"), (huge, "of 15,000 elements")] {
+        let started = Instant::now();
+        let response = request(&dashboard, "GET", &format!("/jobs/{id}"), None, None);
+        println!("the page of a payload {what}: {} bytes in {:?}", response.body.len(), started.elapsed());
+        assert_eq!(response.status, 200, "{what}");
+        assert!(response.body.len() < 300 * 1024, "the page of a payload {what} is {} bytes", response.body.len());
+        browser.goto(&format!("/jobs/{id}"));
+        assert_eq!(browser.page(), "job", "{what}");
+    }
+    assert!(browser.texts("#job dd[data-field=\"payload\"] .note").iter().any(|note| note.contains("Cut")));
+
+    assert_eq!(everything(&mut owner), before, "an attack changed something");
 }
