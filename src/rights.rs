@@ -80,8 +80,11 @@ pub fn caller() -> pg_sys::Oid {
     SWITCHED_FROM.get().unwrap_or_else(|| unsafe { pg_sys::GetUserId() })
 }
 
-/// Raises 42501 unless the caller holds `privilege` on `queue_name`.
+/// Raises 42501 unless the caller holds `privilege` on `queue_name`. Rights changed elsewhere
+/// apply from this call on, in a transaction that called before they changed too (see
+/// `accept_invalidations`).
 pub fn require(queue_name: &str, privilege: Privilege) {
+    accept_invalidations();
     if !enforced() {
         return;
     }
@@ -97,6 +100,7 @@ pub fn require(queue_name: &str, privilege: Privilege) {
 /// another queue's jobs (not even that they exist); the verb then answers as for an unknown job. A
 /// caller that holds none of `privileges` on any queue is refused with 42501 whatever it names.
 pub fn usable_jobs(job_ids: &[i64], privileges: &[Privilege]) -> Option<Vec<(i64, String)>> {
+    accept_invalidations();
     let role = caller();
     if !enforced() || holds_all(role) {
         return None;
@@ -129,6 +133,7 @@ fn queues_of(db: &mut db::Session, job_ids: &[i64]) -> pgrx::spi::Result<Vec<(i6
 /// of a queue (a schedule) rather than the queue: false is answered as for something that does not
 /// exist, and a caller that holds none of `privileges` on any queue is refused with 42501.
 pub fn may_use(queue_name: &str, privileges: &[Privilege]) -> bool {
+    accept_invalidations();
     let role = caller();
     if !enforced() || holds_all(role) || privileges.iter().any(|privilege| holds(role, queue_name, *privilege)) {
         return true;
@@ -140,6 +145,7 @@ pub fn may_use(queue_name: &str, privileges: &[Privilege]) -> bool {
 /// Raises 42501 unless the caller holds one of `privileges` on some queue: for a verb whose
 /// target was not found, refused as one of a queue the caller may not use would be.
 pub fn require_somewhere(privileges: &[Privilege]) {
+    accept_invalidations();
     let role = caller();
     if enforced() && !holds_all(role) {
         refuse_unless_held_anywhere(role, privileges);
@@ -152,8 +158,12 @@ fn refuse_unless_held_anywhere(role: pg_sys::Oid, privileges: &[Privilege]) {
     }
 }
 
-/// Takes in the invalidations other sessions have sent (a change of jq_grants or of a role), so
-/// that a call that waits asks about rights as they are now, not as they were when it began.
+/// Takes in the invalidations other sessions committed (a change of jq_grants or of a role, or of
+/// the settings), which make this one forget what it cached: PostgreSQL takes them in at each
+/// transaction's start and at each new lock, and a verb in a transaction that already holds its
+/// locks takes none, so a right revoked meanwhile would still be honoured once, and a call that
+/// waits would ask about rights as they were when it began. Every entry point of the rights checks
+/// calls it first; nearly free when there are none.
 pub fn accept_invalidations() {
     // SAFETY: what PostgreSQL does whenever it takes a lock; the callbacks it runs only drop caches.
     unsafe { pg_sys::AcceptInvalidationMessages() };

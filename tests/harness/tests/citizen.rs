@@ -136,12 +136,19 @@ fn no_rust_backtrace_reaches_a_client_whatever_the_servers_environment() {
         assert!(started.success(), "the server did not start");
         let mut client = cluster.connect();
         client.batch_execute("CREATE EXTENSION pg_jobqueue").unwrap();
-        for sql in ["SELECT jq_enqueue(NULL, '{}')", "SELECT jq_claim('q', 'w', batch_size => 0)"] {
+        // The extension's own refusals, and a PostgreSQL error that passes through its frames (a
+        // waiting claim's statement timeout), where pgrx put the backtrace.
+        for (sql, code) in [
+            ("SELECT jq_enqueue(NULL, '{}')", "22004"),
+            ("SELECT jq_claim('q', 'w', batch_size => 0)", "22023"),
+            ("SET statement_timeout = '100ms'; SELECT * FROM jq_claim('q', 'w', wait => '5 s')", "57014"),
+        ] {
             let error = client.batch_execute(sql).unwrap_err();
             let error = error.as_db_error().unwrap_or_else(|| panic!("{sql}: {error}"));
-            assert!(error.code().code().starts_with("22"), "{sql}: {}", error.code().code());
+            assert_eq!(error.code().code(), code, "{sql}");
             assert_eq!(error.detail(), None, "{settings:?}: {sql} carries a DETAIL");
         }
+        client.batch_execute("RESET statement_timeout").unwrap();
         client.batch_execute("COPY (SELECT 1) TO PROGRAM 'printenv RUST_BACKTRACE > rust_backtrace'").unwrap();
         let kept: String = client.query_one("SELECT pg_read_file('rust_backtrace')", &[]).unwrap().get(0);
         assert_eq!(kept.trim(), "1", "{settings:?}: the server's environment changed");

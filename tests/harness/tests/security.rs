@@ -478,6 +478,37 @@ fn a_waiting_claim_stops_at_a_revocation() {
     assert_eq!(text_rows(&mut owner, "SELECT status::text FROM jq_jobs"), vec!["pending".to_owned()]);
 }
 
+/// A right revoked while a session's transaction is open applies from that session's next call in
+/// the same transaction: a worker that claimed in a transaction is refused its next claim there,
+/// and a producer its next enqueue, with 42501.
+#[test]
+fn a_revocation_applies_inside_an_open_transaction() {
+    let cluster = Cluster::start();
+    let mut owner = cluster.connect();
+    owner
+        .batch_execute(
+            "CREATE ROLE r_open LOGIN; SELECT jq_grant('r_open', 'qo', 'consume'), jq_grant('r_open', 'qo', 'enqueue');
+             SELECT jq_enqueue('qo', '{}') FROM generate_series(1, 3);",
+        )
+        .unwrap();
+    let mut worker = connect_as(&cluster, "postgres", "r_open");
+    worker.batch_execute("BEGIN").unwrap();
+    assert_eq!(worker.query("SELECT id FROM jq_claim('qo', 'w')", &[]).unwrap().len(), 1);
+    worker.query_one("SELECT jq_enqueue('qo', '{}')", &[]).unwrap();
+    owner.batch_execute("SELECT jq_revoke('r_open', 'qo', 'consume'), jq_revoke('r_open', 'qo', 'enqueue')").unwrap();
+    let error = worker.query("SELECT id FROM jq_claim('qo', 'w')", &[]).expect_err("a claim after the revocation");
+    assert_eq!(error.code(), Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE), "{error}");
+    worker.batch_execute("ROLLBACK; BEGIN").unwrap();
+    worker.batch_execute("ROLLBACK").unwrap();
+    let mut producer = connect_as(&cluster, "postgres", "r_open");
+    owner.batch_execute("SELECT jq_grant('r_open', 'qo', 'enqueue')").unwrap();
+    producer.batch_execute("BEGIN").unwrap();
+    producer.query_one("SELECT jq_enqueue('qo', '{}')", &[]).unwrap();
+    owner.batch_execute("SELECT jq_revoke('r_open', 'qo', 'enqueue')").unwrap();
+    let error = producer.query_one("SELECT jq_enqueue('qo', '{}')", &[]).expect_err("an enqueue after the revocation");
+    assert_eq!(error.code(), Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE), "{error}");
+}
+
 #[test]
 fn a_prefix_pattern_covers_the_queues_it_names_and_a_revoke_takes_it_back() {
     let cluster = Cluster::start();

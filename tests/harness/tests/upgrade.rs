@@ -415,6 +415,25 @@ fn an_upgrade_from_0_3_0_keeps_every_job_and_lets_new_jobs_depend_on_them() {
     assert!(differences.is_empty(), "the upgraded extension differs from a fresh install: {differences:#?}");
 }
 
+/// Until `ALTER EXTENSION pg_jobqueue UPDATE`, `jq_metrics()` answers 55000 with what to do, as
+/// every other function does, in a database on 0.3.0 with or without jobs (its gauges read views
+/// of 0.4.0's columns, which 0.3.0's lack).
+#[test]
+fn jq_metrics_answers_55000_until_the_update() {
+    let cluster = Cluster::start_without_extension(&[]);
+    let mut old = cluster.connect();
+    old.batch_execute("CREATE EXTENSION pg_jobqueue VERSION '0.3.0'").unwrap();
+    let error = old.batch_execute("SELECT jq_metrics()").unwrap_err();
+    let error = error.as_db_error().expect("a database error");
+    assert_eq!(
+        (error.code().code(), error.detail()),
+        ("55000", Some("Run ALTER EXTENSION pg_jobqueue UPDATE in this database."))
+    );
+    old.batch_execute("ALTER EXTENSION pg_jobqueue UPDATE").unwrap();
+    let metrics: String = old.query_one("SELECT jq_metrics()", &[]).unwrap().get(0);
+    assert!(metrics.contains("jq_stats_available"), "{metrics}");
+}
+
 /// From 0.2.0, with a live lease and a role that used the tables directly: after the upgrade the
 /// lease is honoured, the role keeps what its table rights let it do, now as rights on every queue,
 /// and it has no right on the tables any more.
