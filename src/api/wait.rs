@@ -104,11 +104,13 @@ fn next_due(queue_name: &str) -> spi::Result<Option<Duration>> {
 /// PostgreSQL clears it between transactions, is safe only if nothing reads with an older snapshot
 /// after the sleep: no snapshot but the statement's own may exist. So it is done only when the call
 /// comes from the top-level statement itself (not from PL/pgSQL, a procedure, a DO block or an SQL
-/// function, whose outer queries hold snapshots of their own), that statement reads no table
-/// (`SELECT * FROM jq_claim(...)` reads only the function's result), it runs outside a transaction
-/// block, and its portal is the session's only one (no cursor, held or not, and no suspended portal
-/// of the extended protocol). Anything else keeps its horizon while it sleeps, which is correct but
-/// holds back VACUUM; the guide says so ("Wake-ups").
+/// function, whose outer queries hold snapshots of their own), that statement reads no table and
+/// does nothing with the function's rows but return their columns (`SELECT * FROM jq_claim(...)`:
+/// a function called on each row, a STABLE one that reads a table with the statement's snapshot
+/// included, would read after the sleep), it runs outside a transaction block, and its portal is
+/// the session's only one (no cursor, held or not, and no suspended portal of the extended
+/// protocol). Anything else keeps its horizon while it sleeps, which is correct but holds back
+/// VACUUM; the guide says so ("Wake-ups").
 pub(crate) fn may_release_snapshot_horizon() -> bool {
     // SAFETY: reads of the transaction and portal state (see each function).
     unsafe {
@@ -116,6 +118,37 @@ pub(crate) fn may_release_snapshot_horizon() -> bool {
             && the_only_portal()
             && called_by_the_top_level_statement()
             && statement_reads_no_table()
+            && statement_only_returns_the_rows()
+    }
+}
+
+/// Whether the top-level statement is one scan of one function, whose rows it returns column by
+/// column with no condition: nothing is evaluated after the function returns but reading its rows.
+unsafe fn statement_only_returns_the_rows() -> bool {
+    // SAFETY: the active portal is checked for NULL; its statements, plans and their lists are
+    // PostgreSQL nodes of the types checked before each cast.
+    unsafe {
+        let portal = pg_sys::ActivePortal;
+        if portal.is_null() {
+            return false;
+        }
+        let stmts = PgList::<pg_sys::Node>::from_pg((*portal).stmts);
+        stmts.len() == 1
+            && stmts.iter_ptr().all(|node| {
+                if !pgrx::is_a(node, pg_sys::NodeTag::T_PlannedStmt) {
+                    return false;
+                }
+                let plan = (*node.cast::<pg_sys::PlannedStmt>()).planTree;
+                if plan.is_null() || !pgrx::is_a(plan.cast(), pg_sys::NodeTag::T_FunctionScan) {
+                    return false;
+                }
+                let scan = plan.cast::<pg_sys::FunctionScan>();
+                let targets = PgList::<pg_sys::TargetEntry>::from_pg((*plan).targetlist);
+                (*plan).qual.is_null()
+                    && (*plan).initPlan.is_null()
+                    && PgList::<pg_sys::Node>::from_pg((*scan).functions).len() == 1
+                    && targets.iter_ptr().all(|target| pgrx::is_a((*target).expr.cast(), pg_sys::NodeTag::T_Var))
+            })
     }
 }
 

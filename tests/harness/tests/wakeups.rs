@@ -528,6 +528,40 @@ fn a_waiting_claim_inside_a_plpgsql_loop_keeps_the_loops_rows() {
     assert_eq!(reader.join().unwrap().unwrap(), 2000, "the loop lost rows");
 }
 
+/// A statement that calls a function on each row a waiting claim returns (here a STABLE one that
+/// counts a table's rows with the statement's snapshot) reads after the sleep, so the claim keeps
+/// the backend's horizon while it sleeps: the rows deleted and vacuumed meanwhile are still there
+/// for it to count. A plain `SELECT * FROM jq_claim(...)` still sleeps without one.
+#[test]
+fn a_waiting_claim_keeps_the_rows_a_function_of_its_statement_reads_afterwards() {
+    let cluster = Cluster::start_with(&[PRELOAD]);
+    let mut other = cluster.connect();
+    other
+        .batch_execute(
+            "CREATE TABLE rows_to_count (n int); INSERT INTO rows_to_count SELECT generate_series(1, 2000);
+             CREATE FUNCTION count_rows() RETURNS bigint LANGUAGE sql STABLE AS 'SELECT count(*) FROM rows_to_count';",
+        )
+        .unwrap();
+    let mut client = cluster.connect();
+    client.batch_execute("SET application_name = 'waiter'").unwrap();
+    let reader = thread::spawn(move || {
+        client
+            .query_one("SELECT c.id, count_rows() FROM jq_claim('counted', 'waiter', wait => '60 s') c", &[])
+            .map(|r| r.get::<_, i64>(1))
+    });
+    let (xmin_released, _) = sleeping_waiter(&mut other);
+    assert!(!xmin_released, "the claim released a horizon its statement still reads with");
+    other.batch_execute("DELETE FROM rows_to_count").unwrap();
+    other.batch_execute("VACUUM rows_to_count").unwrap();
+    other.query_one("SELECT jq_enqueue('counted', '{}')", &[]).unwrap();
+    assert_eq!(reader.join().unwrap().unwrap(), 2000, "the statement's function lost rows");
+    // The plain form still lets VACUUM work while it sleeps.
+    let waiter = waiting_claim(&cluster, "plain", "60 s");
+    assert_eq!(sleeping_waiter(&mut other), (true, true), "SELECT * FROM jq_claim(...) holds a horizon");
+    other.query_one("SELECT jq_enqueue('plain', '{}')", &[]).unwrap();
+    assert_eq!(waiter.join().unwrap().unwrap().len(), 1);
+}
+
 /// A waiting claim and jq_await beside a held cursor, rechecking every 10 ms for three seconds:
 /// some 300 sleeps each. Had either looked at the portal table before each sleep as PostgreSQL 15's
 /// `ThereAreNoReadyPortals` does, every sleep would leave a scan of it open: a warning at commit for
