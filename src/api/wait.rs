@@ -105,9 +105,9 @@ fn next_due(queue_name: &str) -> spi::Result<Option<Duration>> {
 /// after the sleep: no snapshot but the statement's own may exist. So it is done only when the call
 /// comes from the top-level statement itself (not from PL/pgSQL, a procedure, a DO block or an SQL
 /// function, whose outer queries hold snapshots of their own), that statement reads no table and
-/// does nothing with the function's rows but return their columns (`SELECT * FROM jq_claim(...)`:
-/// a function called on each row, a STABLE one that reads a table with the statement's snapshot
-/// included, would read after the sleep), it runs outside a transaction block, and its portal is
+/// computes nothing from the function's rows that could read one (`SELECT * FROM jq_claim(...)`;
+/// a function of SQL, PL/pgSQL or C called on each row, a STABLE one reading with the statement's
+/// snapshot, would read after the sleep), it runs outside a transaction block, and its portal is
 /// the session's only one (no cursor, held or not, and no suspended portal of the extended
 /// protocol). Anything else keeps its horizon while it sleeps, which is correct but holds back
 /// VACUUM; the guide says so ("Wake-ups").
@@ -122,8 +122,11 @@ pub(crate) fn may_release_snapshot_horizon() -> bool {
     }
 }
 
-/// Whether the top-level statement is one scan of one function, whose rows it returns column by
-/// column with no condition: nothing is evaluated after the function returns but reading its rows.
+/// Whether the top-level statement is one scan of one function, whose rows it returns (and may
+/// filter) with PostgreSQL's built-in functions only: nothing it evaluates after the function
+/// returns can read with the statement's snapshot. jq-worker's claim (`payload::text`, `extract(...
+/// clock_timestamp())`) qualifies; a function of SQL, PL/pgSQL or C called on each row, which may
+/// read a table with that snapshot, does not, nor does a subquery.
 unsafe fn statement_only_returns_the_rows() -> bool {
     // SAFETY: the active portal is checked for NULL; its statements, plans and their lists are
     // PostgreSQL nodes of the types checked before each cast.
@@ -143,12 +146,52 @@ unsafe fn statement_only_returns_the_rows() -> bool {
                     return false;
                 }
                 let scan = plan.cast::<pg_sys::FunctionScan>();
-                let targets = PgList::<pg_sys::TargetEntry>::from_pg((*plan).targetlist);
-                (*plan).qual.is_null()
-                    && (*plan).initPlan.is_null()
+                (*plan).initPlan.is_null()
                     && PgList::<pg_sys::Node>::from_pg((*scan).functions).len() == 1
-                    && targets.iter_ptr().all(|target| pgrx::is_a((*target).expr.cast(), pg_sys::NodeTag::T_Var))
+                    && !may_read((*plan).targetlist.cast())
+                    && !may_read((*plan).qual.cast())
             })
+    }
+}
+
+/// The language of PostgreSQL's built-in functions (its oid in pg_language, the same in 15 and 18).
+const INTERNAL_LANGUAGE: u32 = 12;
+
+/// Whether an expression (or a list of them) calls a function that is not built into PostgreSQL,
+/// or holds a subquery: either may read a table with the statement's snapshot.
+unsafe fn may_read(node: *mut pg_sys::Node) -> bool {
+    // SAFETY: a walk of a planned expression tree with PostgreSQL's own walker.
+    unsafe { !node.is_null() && reads_walker(node, std::ptr::null_mut()) }
+}
+
+unsafe extern "C-unwind" fn reads_walker(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+    // SAFETY: PostgreSQL's walker passes each node of a valid tree; the checks read its tag and the
+    // catalog entry of each function it calls.
+    unsafe {
+        if node.is_null() {
+            return false;
+        }
+        if pgrx::is_a(node, pg_sys::NodeTag::T_SubPlan)
+            || pgrx::is_a(node, pg_sys::NodeTag::T_AlternativeSubPlan)
+            || pgrx::is_a(node, pg_sys::NodeTag::T_SubLink)
+            || pg_sys::check_functions_in_node(node, Some(not_built_in), context)
+        {
+            return true;
+        }
+        pg_sys::expression_tree_walker(node, Some(reads_walker), context)
+    }
+}
+
+unsafe extern "C-unwind" fn not_built_in(function: pg_sys::Oid, _context: *mut std::ffi::c_void) -> bool {
+    // SAFETY: a catalog cache lookup by oid; the tuple is read while held and released once.
+    unsafe {
+        let tuple = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::PROCOID as _, function.into());
+        if tuple.is_null() {
+            return true;
+        }
+        let language = (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_proc>(tuple)).prolang;
+        pg_sys::ReleaseSysCache(tuple);
+        language.to_u32() != INTERNAL_LANGUAGE
     }
 }
 

@@ -531,7 +531,8 @@ fn a_waiting_claim_inside_a_plpgsql_loop_keeps_the_loops_rows() {
 /// A statement that calls a function on each row a waiting claim returns (here a STABLE one that
 /// counts a table's rows with the statement's snapshot) reads after the sleep, so the claim keeps
 /// the backend's horizon while it sleeps: the rows deleted and vacuumed meanwhile are still there
-/// for it to count. A plain `SELECT * FROM jq_claim(...)` still sleeps without one.
+/// for it to count. A plain `SELECT id FROM jq_claim(...)`, and jq-worker's claim, which computes
+/// with built-in functions, still sleep without one.
 #[test]
 fn a_waiting_claim_keeps_the_rows_a_function_of_its_statement_reads_afterwards() {
     let cluster = Cluster::start_with(&[PRELOAD]);
@@ -555,11 +556,26 @@ fn a_waiting_claim_keeps_the_rows_a_function_of_its_statement_reads_afterwards()
     other.batch_execute("VACUUM rows_to_count").unwrap();
     other.query_one("SELECT jq_enqueue('counted', '{}')", &[]).unwrap();
     assert_eq!(reader.join().unwrap().unwrap(), 2000, "the statement's function lost rows");
-    // The plain form still lets VACUUM work while it sleeps.
+    // The plain form still lets VACUUM work while it sleeps, and so does jq-worker's, which
+    // computes with built-in functions.
     let waiter = waiting_claim(&cluster, "plain", "60 s");
-    assert_eq!(sleeping_waiter(&mut other), (true, true), "SELECT * FROM jq_claim(...) holds a horizon");
+    assert_eq!(sleeping_waiter(&mut other), (true, true), "SELECT id FROM jq_claim(...) holds a horizon");
     other.query_one("SELECT jq_enqueue('plain', '{}')", &[]).unwrap();
     assert_eq!(waiter.join().unwrap().unwrap().len(), 1);
+    let mut client = cluster.connect();
+    client.batch_execute("SET application_name = 'waiter'").unwrap();
+    let worker_like = thread::spawn(move || {
+        client
+            .query(
+                "SELECT id, payload::text, extract(epoch FROM lease_expires_at - clock_timestamp())::float8
+                 FROM jq_claim('computed', 'waiter', make_interval(secs => 30), 1, wait => make_interval(secs => 60))",
+                &[],
+            )
+            .map(|rows| rows.len())
+    });
+    assert_eq!(sleeping_waiter(&mut other), (true, true), "jq-worker's claim holds a horizon");
+    other.query_one("SELECT jq_enqueue('computed', '{}')", &[]).unwrap();
+    assert_eq!(worker_like.join().unwrap().unwrap(), 1);
 }
 
 /// A waiting claim and jq_await beside a held cursor, rechecking every 10 ms for three seconds:
