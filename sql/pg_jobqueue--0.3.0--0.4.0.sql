@@ -350,7 +350,9 @@ GRANT EXECUTE ON FUNCTION jq_status_eq(jq_status, jq_status), jq_status_ne(jq_st
 CREATE TABLE jq_schema_usage (
     role oid PRIMARY KEY
 );
-SELECT pg_catalog.pg_extension_config_dump('jq_schema_usage', '');
+-- pg_monitor's row is the install's, which the restore's CREATE EXTENSION makes again.
+SELECT pg_catalog.pg_extension_config_dump('jq_schema_usage',
+    'WHERE role OPERATOR(pg_catalog.<>) ''pg_monitor''::pg_catalog.regrole::pg_catalog.oid');
 
 CREATE FUNCTION jq_sync_schema_usage(role regrole, wanted boolean) RETURNS void
 LANGUAGE plpgsql VOLATILE

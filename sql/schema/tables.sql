@@ -479,7 +479,9 @@ CREATE OPERATOR CLASS jq_status_hash_ops DEFAULT FOR TYPE jq_status USING hash A
 
 SELECT pg_catalog.pg_extension_config_dump('jq_queues', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_grants', '');
-SELECT pg_catalog.pg_extension_config_dump('jq_schema_usage', '');
+-- pg_monitor's row is the install's, which the restore's CREATE EXTENSION makes again.
+SELECT pg_catalog.pg_extension_config_dump('jq_schema_usage',
+    'WHERE role OPERATOR(pg_catalog.<>) ''pg_monitor''::pg_catalog.regrole::pg_catalog.oid');
 SELECT pg_catalog.pg_extension_config_dump('jq_key_settings', '');
 SELECT pg_catalog.pg_extension_config_dump('jq_schedule_specs', '');
 -- A restored database goes on counting its rates' windows.
