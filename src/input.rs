@@ -374,3 +374,25 @@ pub fn depends_on(value: Option<Vec<Option<i64>>>) -> Option<Vec<i64>> {
     }
     Some(ids)
 }
+
+/// 22023 for an array argument of more than one dimension: each is a list, and PostgreSQL would
+/// hand over `ARRAY[[1, 2], [3, 4]]` as the flat list of its elements. `position` is the
+/// argument's place in the call (from 0), defaults included.
+pub fn one_dimension(fcinfo: pg_sys::FunctionCallInfo, position: usize, argument: &str) {
+    // SAFETY: PostgreSQL's call information for this call, whose arguments (defaults filled in)
+    // number `nargs`; a non-NULL array argument is an array datum, detoasted before its header is
+    // read.
+    let dimensions = unsafe {
+        let args = (*fcinfo).args.as_slice((*fcinfo).nargs as usize);
+        match args.get(position) {
+            Some(arg) if !arg.isnull => {
+                let array = pg_sys::pg_detoast_datum(arg.value.cast_mut_ptr()).cast::<pg_sys::ArrayType>();
+                (*array).ndim
+            }
+            _ => 0,
+        }
+    };
+    if dimensions > 1 {
+        invalid_argument(argument, format_args!("must be a list of one dimension, not {dimensions}"));
+    }
+}

@@ -36,7 +36,9 @@ fn jq_enqueue_one(
     concurrency_key: default!(Option<&str>, "NULL"),
     expires_at: default!(Option<TimestampWithTimeZone>, "NULL"),
     depends_on: default!(Option<Vec<Option<i64>>>, "NULL"),
+    fcinfo: pg_sys::FunctionCallInfo,
 ) -> spi::Result<i64> {
+    input::one_dimension(fcinfo, 9, "depends_on");
     let queue_name = input::queue_name(queue_name);
     let payload = input::payload("payload", payload);
     let priority = input::priority(priority);
@@ -152,7 +154,10 @@ fn jq_enqueue_many(
     concurrency_key: default!(Option<&str>, "NULL"),
     expires_at: default!(Option<TimestampWithTimeZone>, "NULL"),
     depends_on: default!(Option<Vec<Option<i64>>>, "NULL"),
+    fcinfo: pg_sys::FunctionCallInfo,
 ) -> spi::Result<SetOfIterator<'static, i64>> {
+    input::one_dimension(fcinfo, 1, "payloads");
+    input::one_dimension(fcinfo, 7, "depends_on");
     let queue_name = input::queue_name(queue_name);
     let payloads = input::payloads(payloads);
     let priority = input::priority(priority);

@@ -224,7 +224,11 @@ fn jq_complete_jobs(
     worker: Option<&str>,
     lease_tokens: Option<Vec<Option<i64>>>,
     results: default!(Option<Vec<Option<Payload>>>, "NULL"),
+    fcinfo: pg_sys::FunctionCallInfo,
 ) -> spi::Result<TableIterator<'static, (name!(id, i64),)>> {
+    input::one_dimension(fcinfo, 0, "job_ids");
+    input::one_dimension(fcinfo, 2, "lease_tokens");
+    input::one_dimension(fcinfo, 3, "results");
     let (job_ids, lease_tokens) = input::job_batch(job_ids, lease_tokens);
     let worker = input::worker(worker);
     let results = input::results(results, &job_ids);

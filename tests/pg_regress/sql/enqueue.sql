@@ -104,6 +104,15 @@ SELECT jq_enqueue_batch('q', ARRAY['{}', jsonb_build_object('x', repeat('a', 200
 \echo :SQLSTATE
 RESET pg_jobqueue.max_payload_bytes;
 
+-- 22023 for an array of two dimensions (payloads, depends_on), which would otherwise be taken as
+-- the flat list of its elements.
+SELECT jq_enqueue_batch('q', ARRAY[['{}', '{}'], ['{}', '{}']]::jsonb[]);
+\echo :SQLSTATE
+SELECT jq_enqueue_batch('q', ARRAY['{}']::jsonb[], depends_on => ARRAY[[1, 2], [3, 4]]::bigint[]);
+\echo :SQLSTATE
+SELECT jq_enqueue('q', '{}', depends_on => ARRAY[[1], [2]]::bigint[]);
+\echo :SQLSTATE
+
 -- Nothing was inserted by any of them: still the five jobs from above.
 SELECT (SELECT count(*) FROM jq_jobs) AS jobs, (SELECT count(*) FROM jq_job_events) AS events;
 

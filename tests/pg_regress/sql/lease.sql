@@ -63,6 +63,14 @@ SELECT jq_complete_batch(ARRAY[:id]::bigint[], 'w', ARRAY[NULL]::bigint[]);
 -- empty worker (or one over 200 characters).
 SELECT jq_complete_batch(ARRAY[:id]::bigint[], 'w', ARRAY[:token, 1]::bigint[]);
 \echo :SQLSTATE
+-- 22023 for an array of two dimensions, which would otherwise be taken as the flat list of its
+-- elements.
+SELECT jq_complete_batch(ARRAY[[:id, 1], [2, 3]]::bigint[], 'w', ARRAY[:token, 1, 2, 3]::bigint[]);
+\echo :SQLSTATE
+SELECT jq_complete_batch(ARRAY[:id, 1, 2, 3]::bigint[], 'w', ARRAY[[:token, 1], [2, 3]]::bigint[]);
+\echo :SQLSTATE
+SELECT jq_complete_batch(ARRAY[:id]::bigint[], 'w', ARRAY[:token]::bigint[], ARRAY[['{}']]::jsonb[]);
+\echo :SQLSTATE
 SET pg_jobqueue.max_batch_size = 1;
 SELECT jq_complete_batch(ARRAY[:id, 1]::bigint[], 'w', ARRAY[:token, 1]::bigint[]);
 \echo :SQLSTATE
