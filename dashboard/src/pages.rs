@@ -147,7 +147,7 @@ pub fn json(text: &Option<String>, length: Option<i32>, most: usize) -> Markup {
 }
 
 /// Compact JSON text indented by four spaces a level, as jsonb_pretty indents it, to at most
-/// `most` bytes (then true: the text was cut). Levels below `MOST_JSON_DEPTH` stay on one line.
+/// `most` bytes (then true: the text was cut). Levels deeper than `MOST_JSON_DEPTH` stay on one line.
 /// Text that is not JSON (or only the start of it) is shown as it comes, indented where it can be.
 pub fn indent_json(text: &str, most: usize) -> (String, bool) {
     let mut out = String::with_capacity(text.len().min(most) + 64);
