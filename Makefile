@@ -5,7 +5,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 PG ?= 15
 export PG
 
-.PHONY: all setup setup-build build install install-release lint test test-unit test-regress test-pgsuite test-isolation test-integration test-browser test-cluster test-package test-readme test-docs docs package demo soak bench bench-quick bench-cluster bench-claim bench-profile bench-reap bench-schema bench-upgrade bench-dashboard bench-dag bench-keys bench-enqueue clean
+.PHONY: all setup setup-build build install install-release lint test test-unit test-regress test-pgsuite test-isolation test-integration test-browser test-cluster test-package test-readme test-docs docs package demo soak bench bench-quick bench-cluster bench-claim bench-profile bench-reap bench-schema bench-upgrade bench-dashboard bench-dag bench-fanout bench-keys bench-enqueue clean
 
 all: build
 
@@ -133,6 +133,11 @@ bench-profile: setup install-release
 # turn; see bench/dag_cost.sh.
 bench-dag: setup install-release
 	@bench/dag_cost.sh
+
+# What a completion costs with 30,000 jobs waiting on it against one with none, in one session,
+# job by job in turn; see bench/fanout_cost.sh.
+bench-fanout: setup install-release
+	@bench/fanout_cost.sh
 
 # What a concurrency key costs a job against one without, in one session, job by job in turn; see
 # bench/key_cost.sh.

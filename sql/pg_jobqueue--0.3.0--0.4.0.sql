@@ -5,12 +5,11 @@
 -- upgrade test compares them).
 \echo Use "ALTER EXTENSION pg_jobqueue UPDATE" to load this file. \quit
 
--- The jobs: what each depends on, how many of those it still waits for, and whether others wait for
--- it. The defaults are constants, so the columns are added without rewriting the tables.
+-- The jobs: what each depends on, and how many of those it still waits for. The default is a
+-- constant, so the columns are added without rewriting the tables.
 ALTER TABLE jq_live_jobs
     ADD COLUMN depends_on bigint[],
-    ADD COLUMN awaiting int NOT NULL DEFAULT 0,
-    ADD COLUMN dependents boolean NOT NULL DEFAULT false;
+    ADD COLUMN awaiting int NOT NULL DEFAULT 0;
 ALTER TABLE jq_job_history ADD COLUMN depends_on bigint[];
 
 -- Whether a queue has had a job of a priority other than 0 (src/api/settings.rs): until then its
@@ -41,8 +40,11 @@ CREATE TABLE jq_job_dependencies (
     -- Whether the job counts its dependencies in parts (jq_dependency_parts): what a completion
     -- of the dependency counts down, read with the row that finds the job.
     parted     boolean NOT NULL DEFAULT false,
+    -- Whether the job's count no longer includes this dependency (sql/schema/tables.sql).
+    settled    boolean NOT NULL DEFAULT false,
     CONSTRAINT jq_job_dependencies_pkey PRIMARY KEY (depends_on, job_id)
 );
+CREATE INDEX jq_job_dependencies_unsettled ON jq_job_dependencies (depends_on) WHERE NOT settled;
 SELECT pg_catalog.pg_extension_config_dump('jq_job_dependencies', '');
 CREATE TABLE jq_dependency_parts (
     job_id   bigint NOT NULL,

@@ -16,6 +16,7 @@ pub static MAX_LEASE_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(24 * 60 *
 pub static MAX_WAIT_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(5 * 60);
 pub static WAIT_RECHECK_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 pub static MAX_BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1000);
+pub static DEPENDENTS_PER_JOB: GucSetting<i32> = GucSetting::<i32>::new(100);
 pub static MAX_RETRY_DELAY_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(365 * 24 * 60 * 60);
 pub static INLINE_REAP_MAX: GucSetting<i32> = GucSetting::<i32>::new(10);
 pub static INLINE_REAP_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
@@ -116,6 +117,16 @@ pub fn init() {
         &MAX_BATCH_SIZE,
         1,
         i32::MAX,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"pg_jobqueue.dependents_per_job",
+        c"Most dependent jobs a completion, failure or cancel releases or cancels itself, per job it ends.",
+        c"The reap pass releases or cancels the rest, so that no call's cost grows with its job's dependents.",
+        &DEPENDENTS_PER_JOB,
+        0,
+        1_000_000,
         GucContext::Suset,
         GucFlags::default(),
     );

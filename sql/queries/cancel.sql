@@ -14,7 +14,7 @@ WITH before AS (
     WHERE j.id = b.id
       AND j.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running']::jq_status[])
     RETURNING j.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = j.queue_id) AS queue_name, j.attempt_count, j.lease_token, b.lease_owner,
-              j.dependents
+              EXISTS (SELECT FROM jq_job_dependencies x WHERE x.depends_on = j.id AND NOT x.settled) AS dependents
 )
 INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worker, lease_token)
 SELECT c.id, c.queue_name, 'cancelled', 'cancelled', $2, c.attempt_count, c.lease_owner, c.lease_token

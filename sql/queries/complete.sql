@@ -8,9 +8,9 @@
 -- running jobs, and a generic plan might walk that whole index instead, whenever statistics say few
 -- jobs run (the bench saw 0.5 ms per call with 2,000 running). These statements only ever run with
 -- a generic plan (src/db/plans.rs), and the plan tests check each. A row updated since the
--- statement's snapshot (a workflow's enqueue marks the jobs it depends on) is re-read and every
--- condition re-checked on its newest version (EvalPlanQual): found by a ctid from a subquery
--- instead, the newest version has another ctid, and the row was skipped (guide, "Workflows").
+-- statement's snapshot (a heartbeat committed meanwhile) is re-read and every condition re-checked
+-- on its newest version (EvalPlanQual): found by a ctid from a subquery instead, the newest version
+-- has another ctid, and the row was skipped.
 --
 -- A job of a queue that keeps no succeeded job (keep_succeeded false) is not kept: the DELETE is
 -- all, and its events go with it. That takes a look at the queue's settings and a delete from
@@ -33,7 +33,7 @@ WITH done AS (
     JOIN jq_queues q ON q.queue_name = n.queue_name
     WHERE NOT q.keep_succeeded
       -- A job others depend on is kept all the same, for them to read (guide, "Workflows").
-      AND NOT d.dependents
+      AND NOT EXISTS (SELECT FROM jq_job_dependencies x WHERE x.depends_on = d.id)
 -- keep nothing: end
 ), kept AS (
     INSERT INTO jq_job_history
@@ -52,5 +52,6 @@ WITH done AS (
 -- For the counters: the queue's number, and the claim time its running time is measured from; and
 -- whether the job had a concurrency key, whose slot it frees (waiting claims are woken).
 -- And for workflows (guide, "Workflows"): whether jobs wait for this one, and what it waited for.
-SELECT d.queue_id, d.claimed_at, d.concurrency_key IS NOT NULL, d.dependents, d.depends_on
+SELECT d.queue_id, d.claimed_at, d.concurrency_key IS NOT NULL,
+       EXISTS (SELECT FROM jq_job_dependencies x WHERE x.depends_on = d.id AND NOT x.settled), d.depends_on
 FROM done d

@@ -29,7 +29,7 @@ WITH done AS (
     JOIN jq_queues q ON q.queue_name = n.queue_name
     WHERE NOT q.keep_succeeded
       -- A job others depend on is kept all the same, for them to read (guide, "Workflows").
-      AND NOT d.dependents
+      AND NOT EXISTS (SELECT FROM jq_job_dependencies x WHERE x.depends_on = d.id)
 -- keep nothing: end
 ), kept AS (
     INSERT INTO jq_job_history
@@ -46,5 +46,6 @@ WITH done AS (
 -- keep nothing: end
 )
 -- And for workflows, as in complete.sql.
-SELECT d.id, d.queue_id, d.claimed_at, d.concurrency_key IS NOT NULL, d.dependents, d.depends_on
+SELECT d.id, d.queue_id, d.claimed_at, d.concurrency_key IS NOT NULL,
+       EXISTS (SELECT FROM jq_job_dependencies x WHERE x.depends_on = d.id AND NOT x.settled), d.depends_on
 FROM done d

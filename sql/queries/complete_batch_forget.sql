@@ -13,12 +13,12 @@ WITH done AS (
       AND j.lease_token = given.lease_token
       AND j.lease_expires_at > $4
       AND j.queue_id = $6
-      AND NOT j.dependents
-    RETURNING j.id, j.queue_id, j.claimed_at, j.concurrency_key, j.dependents, j.depends_on
+      AND NOT EXISTS (SELECT FROM jq_job_dependencies x WHERE x.depends_on = j.id)
+    RETURNING j.id, j.queue_id, j.claimed_at, j.concurrency_key, j.depends_on
 ), events_gone AS (
     DELETE FROM jq_job_events e
     USING done d
     WHERE e.job_id = d.id
 )
-SELECT d.id, d.queue_id, d.claimed_at, d.concurrency_key IS NOT NULL, d.dependents, d.depends_on
+SELECT d.id, d.queue_id, d.claimed_at, d.concurrency_key IS NOT NULL, false, d.depends_on
 FROM done d

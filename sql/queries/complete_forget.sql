@@ -17,12 +17,12 @@ WITH done AS (
       AND lease_token = $3
       AND lease_expires_at > $4
       AND queue_id = $5
-      AND NOT dependents
-    RETURNING queue_id, claimed_at, concurrency_key, dependents, depends_on
+      AND NOT EXISTS (SELECT FROM jq_job_dependencies x WHERE x.depends_on = $1)
+    RETURNING queue_id, claimed_at, concurrency_key, depends_on
 ), events_gone AS (
     DELETE FROM jq_job_events e
     WHERE e.job_id = $1
       AND EXISTS (SELECT FROM done)
 )
-SELECT d.queue_id, d.claimed_at, d.concurrency_key IS NOT NULL, d.dependents, d.depends_on
+SELECT d.queue_id, d.claimed_at, d.concurrency_key IS NOT NULL, false, d.depends_on
 FROM done d

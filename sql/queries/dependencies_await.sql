@@ -3,8 +3,10 @@
 -- A re-driven job with dependencies waits again for those that have not succeeded (guide,
 -- "Workflows"): their number, counted by src/api/dependencies.rs as an enqueue counts it, or the
 -- number of its parts not yet at 0 and each part's count (sql/schema/tables.sql,
--- jq_dependency_parts). The re-drive holds the job's lock and has locked its live dependencies
--- (dependencies_mark.sql), so no completion of one of them is counting the parts meanwhile.
+-- jq_dependency_parts). The re-drive holds the job's lock and has settled its rows of
+-- jq_job_dependencies again first (dependencies_relink.sql): a completion counting a part down
+-- right now holds that part's row after the row it settled, so the re-drive waits for it there,
+-- and one that comes later finds the job's row settled or not as this count says.
 WITH job AS (
     UPDATE jq_live_jobs j
     SET awaiting = $2

@@ -1,7 +1,7 @@
 -- $1 jobs (bigint[]), $2 the dependency each one fails by (bigint[], pairwise), $3 now
 -- Cancels each of these jobs that is still pending, DEPENDENCY_FAILED, with its audit row naming the
 -- dependency and how that ended (guide, "Workflows"). Returns those cancelled that have dependents
--- of their own, for the next round (src/api/dependencies.rs).
+-- of their own still to settle, for the next round (src/api/dependencies.rs).
 WITH given AS (
     SELECT DISTINCT ON (g.job_id) g.job_id, g.cause
     FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::bigint[])) AS g(job_id, cause)
@@ -32,7 +32,9 @@ WITH given AS (
       AND j.id = c.job_id
       AND j.status OPERATOR(pg_catalog.=) 'pending'
     RETURNING j.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = j.queue_id) AS queue_name,
-              j.attempt_count, j.lease_token, j.dependents, c.message
+              j.attempt_count, j.lease_token,
+              EXISTS (SELECT FROM jq_job_dependencies x WHERE x.depends_on = j.id AND NOT x.settled) AS dependents,
+              c.message
 ), logged AS (
     INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, lease_token, error_code, error_message)
     SELECT c.id, c.queue_name, 'cancelled', 'cancelled', $3, c.attempt_count, c.lease_token, 'DEPENDENCY_FAILED',

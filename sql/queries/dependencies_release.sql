@@ -15,10 +15,11 @@
 -- The rows are locked in the order of their ids before the update: two completions whose jobs have
 -- dependents in common would otherwise lock them in whatever order their plans visit them, and
 -- could each wait for the other (a deadlock). Every statement here that locks many jobs
--- (dependencies_mark.sql, dependencies_cancel.sql) locks them in that order, and locks parts
--- (dependencies_count_parts.sql) before jobs; none that holds a pending job's lock waits for its
--- parts. A job that is not pending is neither locked nor updated here: a re-drive that holds its
--- lock counts it again (dependencies_await.sql), after this completion has committed.
+-- (dependencies_cancel.sql too) locks them in that order, and locks rows of jq_job_dependencies
+-- (dependencies_settle.sql), then parts (dependencies_count_parts.sql), before jobs. A job that is
+-- not pending is neither locked nor updated here: a re-drive that holds its lock (the one statement
+-- that takes rows and parts after a job's lock, dependencies_relink.sql) counts it again
+-- (dependencies_await.sql), and this completion, which saw it cancelled, never waits for it.
 WITH given AS (
     SELECT g.job_id, g.done
     FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::int[])) AS g(job_id, done)

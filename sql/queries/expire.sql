@@ -29,7 +29,8 @@ WITH due AS (
       AND j.status OPERATOR(pg_catalog.=) 'pending'
       AND j.expires_at <= $2
     RETURNING j.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = j.queue_id) AS queue_name,
-              j.attempt_count, j.lease_token, j.dependents
+              j.attempt_count, j.lease_token,
+              EXISTS (SELECT FROM jq_job_dependencies x WHERE x.depends_on = j.id AND NOT x.settled) AS dependents
 ), logged AS (
     INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, lease_token, error_code, error_message)
     SELECT e.id, e.queue_name, 'cancelled', 'cancelled', $2, e.attempt_count, e.lease_token, 'EXPIRED',

@@ -28,7 +28,8 @@ WITH failed AS (
       AND j.lease_token = $3
       AND j.lease_expires_at > $8
     RETURNING j.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = j.queue_id) AS queue_name, j.status, j.attempt_count, j.lease_token, j.priority, j.available_at,
-              j.ordering_key IS NOT NULL AS keyed, j.dependents
+              j.ordering_key IS NOT NULL AS keyed,
+              EXISTS (SELECT FROM jq_job_dependencies x WHERE x.depends_on = j.id AND NOT x.settled) AS dependents
 ), logged AS (
     -- Runs whether or not the result below reads it, as every data-modifying WITH does.
     INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worker, lease_token,

@@ -36,7 +36,7 @@ WITH expired AS (
       AND j.lease_expires_at <= $2
     RETURNING j.id, (SELECT n.queue_name FROM jq_queue_ids n WHERE n.queue_id = j.queue_id) AS queue_name, j.status, j.attempt_count, j.lease_token,
               (SELECT o.lease_owner FROM jq_live_jobs o WHERE o.id = j.id) AS lease_owner,
-              j.last_error_message, j.dependents
+              j.last_error_message, EXISTS (SELECT FROM jq_job_dependencies x WHERE x.depends_on = j.id AND NOT x.settled) AS dependents
 ), logged AS (
     INSERT INTO jq_job_events (job_id, queue_name, event, status, at, attempt, worker, lease_token,
                                error_code, error_message)

@@ -123,11 +123,7 @@ CREATE TABLE jq_live_jobs (
     -- them have not succeeded yet. A pending job with `awaiting` above 0 is held: in neither claim
     -- index, so no claim ever reads it; the completion of its last dependency makes it claimable.
     depends_on       bigint[],
-    awaiting         int NOT NULL DEFAULT 0,
-    -- Some job was enqueued depending on this one: its completion, death or cancellation looks for
-    -- them in jq_job_dependencies. Set by that enqueue, which so also takes the row's lock: a
-    -- completion racing it waits, and then sees the mark (src/api/dependencies.rs).
-    dependents       boolean NOT NULL DEFAULT false
+    awaiting         int NOT NULL DEFAULT 0
     -- What the table itself enforces, whatever code path changes a row (the attempt budget, and a
     -- lease exactly while the job runs), is the CHECK constraint jq_live_jobs_consistent, added in
     -- constraints.sql once the function it calls exists.
@@ -289,8 +285,17 @@ CREATE TABLE jq_job_dependencies (
     -- Whether the job counts its dependencies in parts (jq_dependency_parts): what a completion
     -- of the dependency counts down, read with the row that finds the job.
     parted     boolean NOT NULL DEFAULT false,
+    -- Whether the job's count no longer includes this dependency: it had ended when the job was
+    -- enqueued (or re-driven), or its end has been counted since. The end of a dependency is
+    -- counted once per row, by whichever statement turns this true (src/api/dependencies.rs).
+    settled    boolean NOT NULL DEFAULT false,
     CONSTRAINT jq_job_dependencies_pkey PRIMARY KEY (depends_on, job_id)
 );
+
+-- The rows whose dependency's end is still to be counted: a job's completion, death or
+-- cancellation settles its own, and the reap pass those of jobs that ended with more than a call
+-- settles, or that ended while the enqueue naming them was still open (src/api/dependencies.rs).
+CREATE INDEX jq_job_dependencies_unsettled ON jq_job_dependencies (depends_on) WHERE NOT settled;
 
 CREATE SEQUENCE jq_job_events_id_seq;
 

@@ -1,17 +1,22 @@
 //! Workflows (guide, "Workflows"): jobs that wait for other jobs.
 //!
 //! A job enqueued with `depends_on` is pending but held (`awaiting` above 0, in neither claim index)
-//! until every job it names has succeeded; the completion of the last one makes it claimable in the
-//! same transaction. When one of them ends dead or cancelled instead, the job is cancelled,
-//! DEPENDENCY_FAILED, and so on down the chain, in the same transaction as well.
+//! until every job it names has succeeded; the end of the last one makes it claimable. When one of
+//! them ends dead or cancelled instead, the job is cancelled, DEPENDENCY_FAILED, and so on down the
+//! chain.
 //!
-//! The races are settled by row locks. An enqueue marks each live dependency (`dependents`) with an
-//! UPDATE, so it holds that row's lock until it commits: the dependency's completion, failure or
-//! cancel waits for it, then sees the mark and the new job's rows in jq_job_dependencies (each
-//! statement here takes a fresh snapshot in READ COMMITTED; in REPEATABLE READ the waiting update
-//! fails with 40001 instead). Two dependencies completing at once both update the waiting job's
-//! row, so the second counts down from what the first left.
+//! Hanging a job on another takes no lock on the other: the enqueue reads its dependencies' status
+//! and writes rows of its own only (jq_job_dependencies, one per job and dependency), so nothing a
+//! role does by naming another queue's jobs can hold up that queue's claims, heartbeats or
+//! completions. Each row is counted once, when it turns `settled` (sql/queries/dependencies_settle.sql):
+//! at the enqueue for a dependency that had already ended, else by the call that ends the dependency
+//! (its completion, death, expiry or cancel) for up to `pg_jobqueue.dependents_per_job` rows per
+//! job it ends, and by the reap pass for the rest (`settle_ended`): the rows beyond that number, those a call skipped
+//! because another statement held them, and those of an enqueue still open when its dependency
+//! ended, which that call could not see. So one completion costs the same with 30,000 dependents as
+//! with a hundred, and a job is never held for good by a race, only until the next reap pass.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashSet};
 
 use pgrx::datum::TimestampWithTimeZone;
@@ -20,6 +25,7 @@ use pgrx::spi;
 
 use super::settings;
 use crate::db::{self, payload::Payload, status::Status, Session};
+use crate::guc;
 use crate::input;
 use crate::rights::{self, Privilege};
 use crate::shared::counters::{self, Counter};
@@ -29,16 +35,17 @@ use crate::shared::wake;
 
 // The jobs' queues, live or finished: the lookup a refused report already uses (src/api/lease.rs).
 const OF: &str = include_str!("../../sql/queries/job_queues_any.sql");
-const MARK: &str = include_str!("../../sql/queries/dependencies_mark.sql");
+const STATES: &str = include_str!("../../sql/queries/dependencies_states.sql");
 const SUCCEEDED: &str = include_str!("../../sql/queries/dependencies_succeeded.sql");
 const LINK: &str = include_str!("../../sql/queries/dependencies_link.sql");
+const RELINK: &str = include_str!("../../sql/queries/dependencies_relink.sql");
 const UNPART: &str = include_str!("../../sql/queries/dependencies_unpart.sql");
-const DEPENDENTS: &str = include_str!("../../sql/queries/dependencies_dependents.sql");
+const SETTLE: &str = include_str!("../../sql/queries/dependencies_settle.sql");
+const ENDED: &str = include_str!("../../sql/queries/dependencies_ended.sql");
 const COUNT_PARTS: &str = include_str!("../../sql/queries/dependencies_count_parts.sql");
 const COUNT_PART: &str = include_str!("../../sql/queries/dependencies_count_part.sql");
 const RELEASE: &str = include_str!("../../sql/queries/dependencies_release.sql");
 const RELEASE_ONE: &str = include_str!("../../sql/queries/dependencies_release_one.sql");
-const WAITING: &str = include_str!("../../sql/queries/dependencies_waiting.sql");
 const CANCEL: &str = include_str!("../../sql/queries/dependencies_cancel.sql");
 const AWAIT: &str = include_str!("../../sql/queries/dependencies_await.sql");
 const PARENT_RESULTS: &str = include_str!("../../sql/queries/parent_results.sql");
@@ -50,6 +57,12 @@ const ACTORS: [Privilege; 2] = [Privilege::Consume, Privilege::Manage];
 
 /// The rights that let a caller read a job's inputs and their results: `jq_result`'s.
 const READERS: [Privilege; 3] = [Privilege::Enqueue, Privilege::Consume, Privilege::Manage];
+
+thread_local! {
+    /// Where this session's next reap pass goes on looking for ended dependencies (`settle_ended`):
+    /// above this id. A backend is one thread.
+    static LOOKED_UP_TO: Cell<i64> = const { Cell::new(0) };
+}
 
 /// Before an enqueue locks or writes anything: every id names a job of a queue the caller may act
 /// on (consume or manage). A job of any other queue is answered exactly as one that does not exist
@@ -80,24 +93,26 @@ const PARTS: usize = 16;
 
 /// What a job depending on `depends_on` waits for, now: the number that have not succeeded (for a
 /// job counted in parts, the number of its parts that wait for any), what each part waits for
-/// (empty for a job not counted in parts), and one that ended dead or cancelled (or no longer
-/// exists), by which it is cancelled at once.
+/// (empty for a job not counted in parts), which of them had already ended (`settled`, beside each
+/// of `depends_on`), and one that ended dead or cancelled (or no longer exists), by which it is
+/// cancelled at once.
 pub(crate) struct Waits {
     pub awaiting: i32,
     parts: Vec<i32>,
+    settled: Vec<bool>,
     pub failed: Option<i64>,
 }
 
-/// Locks and marks the live dependencies (see the module's comment) and counts what is left to wait
-/// for. Runs with the owner's rights, before the job is inserted.
+/// Reads the dependencies' status, taking no lock (see the module's comment), and counts what is
+/// left to wait for. Runs with the owner's rights, before the job is inserted.
 pub(crate) fn waits(db: &mut Session, depends_on: &[i64]) -> spi::Result<Waits> {
-    let live = db.rows::<(i64, Status, String)>(MARK, &[depends_on.to_vec().into()])?;
-    let mut awaiting = 0;
+    let live = db.rows::<(i64, Status)>(STATES, &[depends_on.to_vec().into()])?;
+    let mut awaited = HashSet::new();
     let mut parts = if parted(depends_on.len()) { vec![0; PARTS] } else { Vec::new() };
     let mut failed = None;
-    for (id, status, _) in &live {
+    for (id, status) in &live {
         if status.is("pending") || status.is("running") {
-            awaiting += 1;
+            awaited.insert(*id);
             if let Some(part) = parts.get_mut(part_of(*id) as usize) {
                 *part += 1;
             }
@@ -105,18 +120,18 @@ pub(crate) fn waits(db: &mut Session, depends_on: &[i64]) -> spi::Result<Waits> 
             failed = failed.or(Some(*id));
         }
     }
-    if !parts.is_empty() {
-        awaiting = parts.iter().filter(|n| **n > 0).count() as i32;
-    }
+    let awaiting =
+        if parts.is_empty() { awaited.len() as i32 } else { parts.iter().filter(|n| **n > 0).count() as i32 };
     // Sets, not scans of the rows: a job may name up to pg_jobqueue.max_batch_size dependencies.
-    let live_ids: HashSet<i64> = live.iter().map(|(id, _, _)| *id).collect();
+    let live_ids: HashSet<i64> = live.iter().map(|(id, _)| *id).collect();
     let gone: Vec<i64> = depends_on.iter().copied().filter(|id| !live_ids.contains(id)).collect();
     if !gone.is_empty() {
         let succeeded: HashSet<i64> =
             db.rows::<(i64,)>(SUCCEEDED, &[gone.clone().into()])?.into_iter().map(|(id,)| id).collect();
         failed = failed.or_else(|| gone.iter().copied().find(|id| !succeeded.contains(id)));
     }
-    Ok(Waits { awaiting, parts, failed })
+    let settled = depends_on.iter().map(|id| !awaited.contains(id)).collect();
+    Ok(Waits { awaiting, parts, settled, failed })
 }
 
 /// After the insert of `job_ids`, each depending on `depends_on`: their rows in
@@ -128,18 +143,36 @@ pub(crate) fn link(
     waits: &Waits,
     now: TimestampWithTimeZone,
 ) -> spi::Result<()> {
-    db.rows::<()>(LINK, &[job_ids.to_vec().into(), depends_on.to_vec().into(), waits.parts.clone().into()])?;
+    let args =
+        [job_ids.to_vec().into(), depends_on.to_vec().into(), waits.parts.clone().into(), waits.settled.clone().into()];
+    db.rows::<()>(LINK, &args)?;
     if let Some(cause) = waits.failed {
         cancel(db, job_ids.to_vec(), vec![cause; job_ids.len()], now)?;
     }
     Ok(())
 }
 
+/// How many rows of jq_job_dependencies a call settles itself for `jobs` jobs it ended
+/// (`pg_jobqueue.dependents_per_job` each); the reap pass settles the rest.
+fn per_call(jobs: usize) -> i32 {
+    i32::try_from(jobs).unwrap_or(i32::MAX).saturating_mul(guc::DEPENDENTS_PER_JOB.get())
+}
+
+/// A row of jq_job_dependencies just settled: the waiting job, the job it waited on, and whether
+/// the waiting job counts in parts.
+type Settled = (i64, i64, bool);
+
+/// Settles up to `most` rows waiting on `ended` (sql/queries/dependencies_settle.sql), and deletes
+/// the rows `unlinked` (pairwise: a job that just succeeded and one of its own dependencies).
+fn settle(db: &mut Session, ended: &[i64], most: i32, unlinked: (Vec<i64>, Vec<i64>)) -> spi::Result<Vec<Settled>> {
+    db.rows::<Settled>(SETTLE, &[ended.to_vec().into(), most.into(), unlinked.0.into(), unlinked.1.into()])
+}
+
 /// Jobs succeeded (a completion): the rows of those that had dependencies in jq_job_dependencies
 /// (`links`: pairwise, such a job and one of its dependencies) and jq_dependency_parts (`parted`:
-/// those that had more than PARTS) go, as they leave jq_live_jobs; the jobs waiting on `awaited`
-/// (those with dependents) wait for one fewer, and those that now wait for none are claimable once
-/// this commits.
+/// those that had more than PARTS) go, as they leave jq_live_jobs; up to `dependents_per_job`
+/// rows waiting on `awaited` (those with unsettled dependents) are settled, their jobs wait for one
+/// fewer, and those that now wait for none are claimable once this commits.
 ///
 /// In small statements, each run only when needed, rather than one that does it all: a completion
 /// in the middle of a workflow runs two, whose plans are cheap to start, where one statement with
@@ -154,12 +187,17 @@ pub(crate) fn succeeded(
     if !parted.is_empty() {
         db.rows::<()>(UNPART, &[parted.into()])?;
     }
+    let settled = settle(db, &awaited, per_call(awaited.len()), links)?;
+    count_down(db, settled, now)
+}
+
+/// Each waiting job of `settled` waits for one fewer dependency (or part); those that wait for none
+/// are claimable once this commits.
+fn count_down(db: &mut Session, settled: Vec<Settled>, now: TimestampWithTimeZone) -> spi::Result<()> {
     // Per waiting job, what it counts down: dependencies, or parts that reach 0.
     let mut done: BTreeMap<i64, i32> = BTreeMap::new();
     let mut parts: BTreeMap<(i64, i32), i32> = BTreeMap::new();
-    for (job_id, depends_on, parted) in
-        db.rows::<(i64, i64, bool)>(DEPENDENTS, &[awaited.into(), links.0.into(), links.1.into()])?
-    {
+    for (job_id, depends_on, parted) in settled {
         if parted {
             *parts.entry((job_id, part_of(depends_on))).or_default() += 1;
         } else {
@@ -240,24 +278,33 @@ fn made_claimable(queue_name: &str, first: Option<Key>, ordered: bool, keyed: bo
     Ok(())
 }
 
-/// The jobs `ended` ended dead or cancelled (of jobs that have dependents): each pending job that
-/// depends on one of them is cancelled, DEPENDENCY_FAILED, and so on down, round by round. Each
-/// round reads in a fresh snapshot, after the update before it, which waited for any enqueue that
-/// was marking those jobs, so a job enqueued meanwhile is found by the next round.
+/// The jobs `ended` ended dead or cancelled (of jobs that have unsettled dependents): each pending
+/// job that depends on one of them is cancelled, DEPENDENCY_FAILED, and so on down, round by round,
+/// up to `dependents_per_job` rows per job of `ended` in all; the reap pass goes on from there.
 pub(crate) fn ended(db: &mut Session, ended: Vec<i64>, now: TimestampWithTimeZone) -> spi::Result<()> {
-    let mut round = ended;
-    while !round.is_empty() {
-        let (jobs, causes): (Vec<i64>, Vec<i64>) = db.rows::<(i64, i64)>(WAITING, &[round.into()])?.into_iter().unzip();
-        if jobs.is_empty() {
+    let most = per_call(ended.len());
+    cancel_down(db, ended, most, now).map(|_| ())
+}
+
+/// Settles up to `most` rows waiting on `round`, cancels their jobs, and goes on from those cancelled
+/// that have dependents of their own. Each round settles in a fresh snapshot, after the cancels
+/// before it. Returns how many rows it settled.
+fn cancel_down(db: &mut Session, mut round: Vec<i64>, most: i32, now: TimestampWithTimeZone) -> spi::Result<i32> {
+    let mut left = most;
+    while !round.is_empty() && left > 0 {
+        let settled = settle(db, &round, left, (Vec::new(), Vec::new()))?;
+        if settled.is_empty() {
             break;
         }
+        left -= settled.len() as i32;
+        let (jobs, causes): (Vec<i64>, Vec<i64>) = settled.into_iter().map(|(job, on, _)| (job, on)).unzip();
         round = cancel(db, jobs, causes, now)?;
     }
-    Ok(())
+    Ok(most - left)
 }
 
 /// Cancels each of `jobs` still pending, by the dependency beside it in `causes`; returns those of
-/// them that have dependents of their own.
+/// them that have unsettled dependents of their own.
 fn cancel(db: &mut Session, jobs: Vec<i64>, causes: Vec<i64>, now: TimestampWithTimeZone) -> spi::Result<Vec<i64>> {
     let cancelled = db.rows::<(i64, String, bool)>(CANCEL, &[jobs.into(), causes.into(), now.into()])?;
     let ids: Vec<i64> = cancelled.iter().map(|(id, _, _)| *id).collect();
@@ -268,8 +315,42 @@ fn cancel(db: &mut Session, jobs: Vec<i64>, causes: Vec<i64>, now: TimestampWith
     Ok(cancelled.into_iter().filter(|(_, _, dependents)| *dependents).map(|(id, _, _)| id).collect())
 }
 
+/// The reap pass's share (sql/queries/dependencies_ended.sql): looks at up to `most` jobs that rows
+/// of jq_job_dependencies still wait on, from where this session's last pass stopped, and settles up
+/// to `most` rows of those that have ended, as their own end would have. Returns how many rows it
+/// settled. Expects the owner's rights.
+pub(crate) fn settle_ended(most: i32, now: TimestampWithTimeZone) -> spi::Result<i32> {
+    db::connect(|db| {
+        let from = LOOKED_UP_TO.get();
+        let found = db.rows::<(i64, bool, bool, i32)>(ENDED, &[most.into(), from.into()])?;
+        let looked = found.first().map_or(0, |row| row.3);
+        let last = found.iter().map(|row| row.0).max().unwrap_or(0);
+        let succeeded: Vec<i64> = found.iter().filter(|row| row.1 && row.2).map(|row| row.0).collect();
+        let failed: Vec<i64> = found.iter().filter(|row| row.1 && !row.2).map(|row| row.0).collect();
+        let mut left = most;
+        if !succeeded.is_empty() {
+            let settled = settle(db, &succeeded, left, (Vec::new(), Vec::new()))?;
+            left -= settled.len() as i32;
+            count_down(db, settled, now)?;
+        }
+        if !failed.is_empty() && left > 0 {
+            left -= cancel_down(db, failed, left, now)?;
+        }
+        // Fewer looked at than asked: the end was reached, and the next pass starts again from the
+        // first. All the rows asked settled: there may be more of those looked at, so the next pass
+        // looks at them again.
+        if left > 0 {
+            LOOKED_UP_TO.set(if looked < most { 0 } else { last });
+        }
+        Ok(most - left)
+    })
+}
+
 /// A job re-driven (jq_retry) that has dependencies waits again for those that have not succeeded,
-/// counted as an enqueue counts them; one of them dead or cancelled cancels it again.
+/// counted as an enqueue counts them; one of them dead or cancelled cancels it again. Its rows of
+/// jq_job_dependencies are settled again to match, before its count: a dependency's end that is
+/// being counted right now (its row locked) is waited for, and one that ends later counts the job
+/// down (sql/queries/dependencies_relink.sql).
 pub(crate) fn redriven(
     db: &mut Session,
     job_id: i64,
@@ -277,6 +358,7 @@ pub(crate) fn redriven(
     now: TimestampWithTimeZone,
 ) -> spi::Result<()> {
     let waits = waits(db, depends_on)?;
+    db.rows::<()>(RELINK, &[job_id.into(), depends_on.to_vec().into(), waits.settled.clone().into()])?;
     db.rows::<(i64,)>(AWAIT, &[job_id.into(), waits.awaiting.into(), waits.parts.clone().into()])?;
     if let Some(cause) = waits.failed {
         cancel(db, vec![job_id], vec![cause], now)?;
@@ -588,7 +670,7 @@ mod tests {
     }
 
     #[pg_test]
-    fn a_fan_out_of_ten_thousand_dependents_is_released_by_one_completion() {
+    fn a_fan_out_of_ten_thousand_dependents_is_released_by_its_completion_and_the_reap_pass() {
         run("SET LOCAL pg_jobqueue.max_batch_size = 10000");
         let parent = enqueue("out");
         run(&format!(
@@ -597,9 +679,67 @@ mod tests {
         assert_eq!(one::<i64>("SELECT held_by_dependency FROM jq_queue_stats WHERE queue_name = 'out2'"), 10000);
         assert_eq!(one::<i64>("SELECT pending FROM jq_queue_stats WHERE queue_name = 'out2'"), 0);
         run_job("out", parent);
+        // The completion released pg_jobqueue.dependents_per_job of them (100) itself.
+        assert_eq!(one::<i64>("SELECT pending FROM jq_queue_stats WHERE queue_name = 'out2'"), 100);
+        assert_eq!(one::<i64>("SELECT count(*) FROM jq_job_dependencies WHERE NOT settled"), 9900);
+        run("SELECT jq_reap()");
         assert_eq!(one::<i64>("SELECT held_by_dependency FROM jq_queue_stats WHERE queue_name = 'out2'"), 0);
         assert_eq!(one::<i64>("SELECT pending FROM jq_queue_stats WHERE queue_name = 'out2'"), 10000);
         assert_eq!(one::<i64>("SELECT count(*) FROM jq_claim('out2', 'w', batch_size => 1000)"), 1000);
+    }
+
+    #[pg_test]
+    fn a_failure_cancels_down_a_chain_by_the_call_and_then_the_reap_pass() {
+        run("SET LOCAL pg_jobqueue.dependents_per_job = 3");
+        let head = one::<i64>("SELECT jq_enqueue('ch', '{}', max_attempts => 1)");
+        let mut chain = vec![head];
+        for _ in 0..10 {
+            chain.push(enqueue_after("ch", &[*chain.last().unwrap()]));
+        }
+        let (id, token) = claim("ch", "w", "30 s").unwrap();
+        assert!(fail(id, "w", token));
+        let cancelled = || one::<i64>("SELECT count(*) FROM jq_jobs WHERE queue_name = 'ch' AND status = 'cancelled'");
+        assert_eq!(cancelled(), 3, "three rows settled by the failure itself");
+        run("SELECT jq_reap()");
+        assert_eq!(cancelled(), 10);
+        assert_eq!(error(chain[10]), format!("DEPENDENCY_FAILED: depends on job {}, which ended cancelled", chain[9]));
+    }
+
+    #[pg_test]
+    fn with_no_dependents_per_job_the_reap_pass_releases_them_all() {
+        run("SET LOCAL pg_jobqueue.dependents_per_job = 0");
+        let parent = enqueue("z");
+        let child = enqueue_after("z2", &[parent]);
+        run_job("z", parent);
+        assert_eq!((status(child), awaiting(child)), ("pending".into(), 1));
+        assert_eq!(claim("z2", "w", "30 s"), None);
+        run("SELECT jq_reap()");
+        assert_eq!(awaiting(child), 0);
+        run_job("z2", child);
+    }
+
+    #[pg_test]
+    fn a_row_left_unsettled_by_a_race_is_settled_by_the_reap_pass() {
+        // What an enqueue still open while its dependency ended leaves: a row the end did not see.
+        let parent = enqueue("race");
+        let child = enqueue_after("race2", &[parent]);
+        run(&format!("DELETE FROM jq_job_dependencies WHERE depends_on = {parent}"));
+        run_job("race", parent);
+        run(&format!("INSERT INTO jq_job_dependencies (depends_on, job_id) VALUES ({parent}, {child})"));
+        assert_eq!(awaiting(child), 1);
+        run("SELECT jq_reap()");
+        assert_eq!(awaiting(child), 0);
+        run_job("race2", child);
+        // And a dead one cancels.
+        let dead = one::<i64>("SELECT jq_enqueue('race', '{}', max_attempts => 1)");
+        let doomed = enqueue_after("race2", &[dead]);
+        run(&format!("DELETE FROM jq_job_dependencies WHERE depends_on = {dead}"));
+        let (id, token) = claim("race", "w", "30 s").unwrap();
+        assert!(fail(id, "w", token));
+        run(&format!("INSERT INTO jq_job_dependencies (depends_on, job_id) VALUES ({dead}, {doomed})"));
+        assert_eq!(status(doomed), "pending");
+        run("SELECT jq_reap()");
+        assert_eq!(error(doomed), format!("DEPENDENCY_FAILED: depends on job {dead}, which ended dead"));
     }
 
     #[pg_test]

@@ -390,7 +390,19 @@ mod tests {
         run("SET LOCAL plan_cache_mode = force_generic_plan");
         run("SET LOCAL enable_seqscan = off");
         for (sql, types, args, index) in [
-            (include_str!("../../sql/queries/dependencies_mark.sql"), "bigint[]", "ARRAY[1]", "jq_live_jobs_pkey"),
+            (include_str!("../../sql/queries/dependencies_states.sql"), "bigint[]", "ARRAY[1]", "jq_live_jobs_pkey"),
+            (
+                include_str!("../../sql/queries/dependencies_relink.sql"),
+                "bigint, bigint[], boolean[]",
+                "1, ARRAY[2], ARRAY[false]",
+                "jq_job_dependencies_pkey",
+            ),
+            (
+                include_str!("../../sql/queries/dependencies_ended.sql"),
+                "int, bigint",
+                "1000, 0",
+                "jq_job_dependencies_unsettled",
+            ),
             (
                 include_str!("../../sql/queries/dependencies_release.sql"),
                 "bigint[], int[], timestamptz",
@@ -410,10 +422,10 @@ mod tests {
                 "jq_dependency_parts_pkey",
             ),
             (
-                include_str!("../../sql/queries/dependencies_dependents.sql"),
-                "bigint[], bigint[], bigint[]",
-                "ARRAY[1], ARRAY[3], ARRAY[2]",
-                "jq_job_dependencies_pkey",
+                include_str!("../../sql/queries/dependencies_settle.sql"),
+                "bigint[], int, bigint[], bigint[]",
+                "ARRAY[1], 100, ARRAY[3], ARRAY[2]",
+                "jq_job_dependencies_unsettled",
             ),
             (
                 include_str!("../../sql/queries/dependencies_count_part.sql"),
@@ -428,12 +440,6 @@ mod tests {
                 "jq_dependency_parts_pkey",
             ),
             (
-                include_str!("../../sql/queries/dependencies_waiting.sql"),
-                "bigint[]",
-                "ARRAY[1]",
-                "jq_job_dependencies_pkey",
-            ),
-            (
                 include_str!("../../sql/queries/dependencies_cancel.sql"),
                 "bigint[], bigint[], timestamptz",
                 "ARRAY[1], ARRAY[2], now()",
@@ -446,13 +452,22 @@ mod tests {
             assert_reads_index(&plan, index);
         }
         // A completed job's own rows are found by their whole key, not among every row of each of
-        // its dependencies (a fan-out's jobs would each read all their siblings' rows).
-        let dependents = generic_plan(
-            include_str!("../../sql/queries/dependencies_dependents.sql"),
-            "bigint[], bigint[], bigint[]",
-            "ARRAY[1], ARRAY[3], ARRAY[2]",
+        // its dependencies (a fan-out's jobs would each read all their siblings' rows); and so are
+        // the rows the statement settles, once it has picked them from those still unsettled.
+        let settle = generic_plan(
+            include_str!("../../sql/queries/dependencies_settle.sql"),
+            "bigint[], int, bigint[], bigint[]",
+            "ARRAY[1], 100, ARRAY[3], ARRAY[2]",
         );
-        assert_index_cond(&dependents, "jq_job_dependencies_pkey", "job_id = ");
+        assert_eq!(
+            plan_nodes(&settle)
+                .iter()
+                .filter(|n| n["Index Name"] == "jq_job_dependencies_pkey"
+                    && n["Index Cond"].as_str().is_some_and(|c| c.contains("job_id = ")))
+                .count(),
+            2,
+            "{settle}"
+        );
     }
 
     /// A claim statement has a plan node only for what its queue uses (guide, "jq_configure"):

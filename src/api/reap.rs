@@ -38,11 +38,14 @@ thread_local! {
     static LOGGED: RefCell<BTreeSet<i64>> = const { RefCell::new(BTreeSet::new()) };
     /// Whether this session logged a failed tick pass.
     static TICKS_FAILED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Whether this session logged a failed pass over ended dependencies.
+    static SETTLE_FAILED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Reaps up to `max_jobs` expired leases in one statement; returns how many it reaped. Rows that a
 /// worker holds locked right now (it is completing them) are skipped, not waited for. Then cancels
-/// up to `max_jobs` pending jobs past their `expires_at`, and makes the schedules' due ticks
+/// up to `max_jobs` pending jobs past their `expires_at`, releases or cancels up to `max_jobs`
+/// dependent jobs whose dependency ended (guide, "Workflows"), and makes the schedules' due ticks
 /// (guide, "Schedules"). Maintenance of every queue: only those
 /// the owner grants EXECUTE may call it.
 #[pg_extern(volatile, parallel_unsafe)]
@@ -64,11 +67,22 @@ pub fn reap_expired(max_jobs: i32, queue_name: Option<&str>, now: TimestampWithT
 fn reap_with_own_settings(max_jobs: i32, queue_name: Option<&str>, now: TimestampWithTimeZone) -> spi::Result<Reaped> {
     let leases = robustly(Pass::Leases, max_jobs, queue_name, now)?;
     robustly(Pass::Expiry, max_jobs, queue_name, now)?;
-    // The schedules' ticks belong to the passes over every queue: jq_reap(), the background
-    // worker and a claim's maintenance of its database, not a pass over one queue. In a
-    // subtransaction of their own, so that a tick pass that fails as a whole leaves the reaping done.
+    // The workflows' rows whose dependency ended and the schedules' ticks belong to the passes
+    // over every queue: jq_reap(), the background worker and a claim's maintenance of its
+    // database, not a pass over one queue. Each in a subtransaction of its own, so that one that
+    // fails as a whole leaves the rest done.
     let mut ticked = false;
     if queue_name.is_none() {
+        // At least as many rows as one completion settles itself: a claim's pass (inline_reap_max,
+        // 10) would otherwise release a fan-out ten jobs a second.
+        let most = max_jobs.max(crate::guc::DEPENDENTS_PER_JOB.get());
+        if let Err(message) = in_subtransaction(|| super::dependencies::settle_ended(most, now)) {
+            if !SETTLE_FAILED.replace(true) {
+                warning!(
+                    "pg_jobqueue: the pass over ended dependencies failed, and is tried again at every pass: {message}"
+                );
+            }
+        }
         match in_subtransaction(|| super::schedules::tick(now)) {
             Ok(_) => ticked = true,
             Err(message) => {

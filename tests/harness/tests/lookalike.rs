@@ -779,7 +779,7 @@ fn workflows(cluster: &Cluster, db: &str, owner: &mut Caller, errors: &mut Vec<S
     }
     let good = owner.one_id(errors, "SELECT jq_enqueue('flow', '{}', priority => 2)")?;
     let bad = owner.one_id(errors, "SELECT jq_enqueue('flow', '{}', priority => 1)")?;
-    // Waits for a live job and for one in the history (job_queues_any, dependencies_mark, _succeeded, _link).
+    // Waits for a live job and for one in the history (job_queues_any, dependencies_states, _succeeded, _link).
     let merged = owner.one_id(
         errors,
         &format!(
@@ -808,8 +808,10 @@ fn workflows(cluster: &Cluster, db: &str, owner: &mut Caller, errors: &mut Vec<S
         &format!("SELECT jq_enqueue('flow.child', '{{}}', depends_on => ARRAY[{doomed_first}]::bigint[])"),
     )?;
     // The held jobs are in no claim index: the claim takes the two they wait for. One succeeds
-    // (dependencies_release: `merged` and the two beside it wait for nothing more), the other dies
-    // (dependencies_waiting and _cancel, twice: the batch, then the job below its first).
+    // (dependencies_settle and _release: `merged` and the two beside it wait for nothing more), the
+    // other dies (dependencies_settle and _cancel, twice: the batch, then the job below its first).
+    // Each call settles one row itself, and the reap pass the rest (dependencies_ended).
+    owner.rows(errors, "SET pg_jobqueue.dependents_per_job = 1");
     for (id, token) in owner.leases(errors, "SELECT id, lease_token FROM jq_claim('flow', 'w', batch_size => 5)") {
         if id == good {
             owner.rows(errors, &format!(r#"SELECT jq_complete({id}, 'w', {token}, '{{"sum": 1}}')"#));
@@ -818,6 +820,8 @@ fn workflows(cluster: &Cluster, db: &str, owner: &mut Caller, errors: &mut Vec<S
                 .rows(errors, &format!("SELECT jq_fail({id}, 'w', {token}, 'BROKEN', 'no retry', retryable => false)"));
         }
     }
+    owner.rows(errors, "RESET pg_jobqueue.dependents_per_job");
+    owner.rows(errors, "SELECT jq_reap()");
     // A job with dependencies completes in a batch: its rows of jq_job_dependencies go.
     for (id, token) in owner.leases(errors, "SELECT id, lease_token FROM jq_claim('flow.child', 'w', batch_size => 5)")
     {

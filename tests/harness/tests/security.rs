@@ -481,6 +481,93 @@ fn a_waiting_claim_stops_at_a_revocation() {
 /// A right revoked while a session's transaction is open applies from that session's next call in
 /// the same transaction: a worker that claimed in a transaction is refused its next claim there,
 /// and a producer its next enqueue, with 42501.
+/// Hanging a job on another queue's jobs holds nothing of that queue (guide, "Workflows"): with an
+/// open transaction whose job depends on every live job of qb, qb's claims take every pending job,
+/// and a heartbeat, completion and failure there wait for nothing (each with a lock timeout that
+/// would fail it if it waited). Once that transaction commits, the reap pass settles what those
+/// ends could not see: the job that depended on jobs that all succeeded is claimable, those that
+/// depended on a dead job are cancelled.
+#[test]
+fn hanging_jobs_on_another_queue_holds_nothing_of_it() {
+    let cluster = Cluster::start();
+    let mut owner = cluster.connect();
+    owner
+        .batch_execute(
+            "CREATE ROLE r_team LOGIN;
+             SELECT jq_grant('r_team', 'qa', 'enqueue'), jq_grant('r_team', 'qb', 'consume');
+             SELECT jq_enqueue_batch('qb', array_fill('{}'::jsonb, ARRAY[12]), max_attempts => 1);",
+        )
+        .unwrap();
+    let running: Vec<(i64, i64)> = owner
+        .query("SELECT id, lease_token FROM jq_claim('qb', 'w0', '1 hour', batch_size => 2)", &[])
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    let all: Vec<i64> = owner
+        .query("SELECT id FROM jq_jobs WHERE queue_name = 'qb' ORDER BY id", &[])
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let mut team = connect_as(&cluster, "postgres", "r_team");
+    team.batch_execute("BEGIN").unwrap();
+    let waits_for_all: i64 = team.query_one("SELECT jq_enqueue('qa', '{}', depends_on => $1)", &[&all]).unwrap().get(0);
+    let waits_for_one: i64 =
+        team.query_one("SELECT jq_enqueue('qa', '{}', depends_on => $1)", &[&vec![running[1].0]]).unwrap().get(0);
+    let succeeding: Vec<i64> = all.iter().copied().filter(|id| *id != running[1].0).collect();
+    let waits_for_succeeding: i64 =
+        team.query_one("SELECT jq_enqueue('qa', '{}', depends_on => $1)", &[&succeeding]).unwrap().get(0);
+
+    let mut worker = cluster.connect();
+    worker.batch_execute("SET lock_timeout = '2s'; SET pg_jobqueue.inline_reap_max = 0").unwrap();
+    let claimed: Vec<(i64, i64)> = worker
+        .query("SELECT id, lease_token FROM jq_claim('qb', 'w1', '1 hour', batch_size => 100)", &[])
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    assert_eq!(claimed.len(), 10, "the claim skipped jobs another role hung a job on");
+    let heartbeat: bool = worker
+        .query_one("SELECT jq_heartbeat($1, 'w0', $2)", &[&running[0].0, &running[0].1])
+        .unwrap_or_else(|e| panic!("a heartbeat waited for the open enqueue: {e}"))
+        .get(0);
+    assert!(heartbeat);
+    let completed: bool = worker
+        .query_one("SELECT jq_complete($1, 'w0', $2)", &[&running[0].0, &running[0].1])
+        .unwrap_or_else(|e| panic!("a completion waited for the open enqueue: {e}"))
+        .get(0);
+    assert!(completed);
+    let failed: bool = worker
+        .query_one("SELECT jq_fail($1, 'w0', $2, 'E', retryable => false)", &[&running[1].0, &running[1].1])
+        .unwrap_or_else(|e| panic!("a failure waited for the open enqueue: {e}"))
+        .get(0);
+    assert!(failed);
+    for (id, token) in &claimed {
+        let done: bool = worker.query_one("SELECT jq_complete($1, 'w1', $2)", &[id, token]).unwrap().get(0);
+        assert!(done);
+    }
+    team.batch_execute("COMMIT").unwrap();
+
+    owner.batch_execute("SELECT jq_reap()").unwrap();
+    let row =
+        owner.query_one("SELECT status::text, last_error_code FROM jq_jobs WHERE id = $1", &[&waits_for_one]).unwrap();
+    assert_eq!(
+        (row.get::<_, String>(0), row.get::<_, Option<String>>(1)),
+        ("cancelled".to_owned(), Some("DEPENDENCY_FAILED".to_owned()))
+    );
+    let row =
+        owner.query_one("SELECT status::text, last_error_code FROM jq_jobs WHERE id = $1", &[&waits_for_all]).unwrap();
+    assert_eq!(
+        (row.get::<_, String>(0), row.get::<_, Option<String>>(1)),
+        ("cancelled".to_owned(), Some("DEPENDENCY_FAILED".to_owned())),
+        "it depended on the dead job too"
+    );
+    // The one that depended on the jobs that succeeded only is claimable.
+    let claim: Option<i64> = owner.query_one("SELECT (SELECT id FROM jq_claim('qa', 'w2'))", &[]).unwrap().get(0);
+    assert_eq!(claim, Some(waits_for_succeeding));
+}
+
 #[test]
 fn a_revocation_applies_inside_an_open_transaction() {
     let cluster = Cluster::start();

@@ -1,7 +1,7 @@
 -- Workflows (guide, "Workflows"): every bad `depends_on` of jq_enqueue and jq_enqueue_batch,
 -- refused with 22023 naming the argument and writing nothing (no job, no row of
--- jq_job_dependencies, no dependency marked); and 42501 for a dependency of a queue the caller
--- has no right on, also writing nothing.
+-- jq_job_dependencies); a dependency of a queue where the caller may neither consume nor manage is
+-- refused so too, as a job that does not exist.
 \set SHOW_CONTEXT never
 -- Start from empty tables, no grants, and job ids from 1, whatever the files before this one left.
 TRUNCATE jq_job_events, jq_live_jobs, jq_job_history, jq_queues, jq_job_dependencies;
@@ -51,10 +51,10 @@ SELECT jq_enqueue('merge', '{}', depends_on => ARRAY[1]) AS held;
 RESET ROLE;
 SELECT jq_revoke('regress_jq_producer', 'fetch', 'consume');
 
--- Nothing was written by the refused calls: four jobs of 'merge' would be there otherwise, and the
--- refused dependencies would be marked.
-SELECT l.id, l.status, l.awaiting, l.depends_on, l.dependents FROM jq_live_jobs l ORDER BY l.id;
-SELECT depends_on, job_id FROM jq_job_dependencies ORDER BY 1, 2;
+-- Nothing was written by the refused calls: four jobs of 'merge' would be there otherwise, with
+-- their rows of jq_job_dependencies.
+SELECT l.id, l.status, l.awaiting, l.depends_on FROM jq_live_jobs l ORDER BY l.id;
+SELECT depends_on, job_id, settled FROM jq_job_dependencies ORDER BY 1, 2;
 
 SELECT jq_revoke('regress_jq_producer', 'merge', 'enqueue'), jq_revoke('regress_jq_producer', 'fetch', 'monitor');
 DROP OWNED BY regress_jq_producer;
