@@ -17,8 +17,15 @@ WITH given AS (
                     ', which is no longer kept') AS message
     FROM given g
 ), locked AS MATERIALIZED (
-    -- Locked in the order of their ids first, as dependencies_release.sql says why.
-    SELECT j.id FROM jq_live_jobs j WHERE j.id = ANY (ARRAY(SELECT c.job_id FROM causes c)) ORDER BY j.id FOR UPDATE OF j
+    -- Locked in the order of their ids first, as dependencies_release.sql says why; only those
+    -- still pending, as there: a purge or prune of a job already cancelled holds its row and then
+    -- deletes its rows of jq_job_dependencies, which this statement's caller settled first, and the
+    -- two would each wait for the other (a deadlock).
+    SELECT j.id FROM jq_live_jobs j
+    WHERE j.id = ANY (ARRAY(SELECT c.job_id FROM causes c))
+      AND j.status OPERATOR(pg_catalog.=) 'pending'
+    ORDER BY j.id
+    FOR UPDATE OF j
 ), cancelled AS (
     UPDATE jq_live_jobs j
     SET status = 'cancelled',

@@ -14,7 +14,9 @@
 //! job it ends, and by the reap pass for the rest (`settle_ended`): the rows beyond that number, those a call skipped
 //! because another statement held them, and those of an enqueue still open when its dependency
 //! ended, which that call could not see. So one completion costs the same with 30,000 dependents as
-//! with a hundred, and a job is never held for good by a race, only until the next reap pass.
+//! with a hundred (at most what the setting allows), and a job is never held for good by a race,
+//! only until the next reap pass. A call that left rows wakes the database's
+//! worker when it commits, for a pass then.
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashSet};
@@ -31,7 +33,7 @@ use crate::rights::{self, Privilege};
 use crate::shared::counters::{self, Counter};
 use crate::shared::finish;
 use crate::shared::front::{self, Key};
-use crate::shared::wake;
+use crate::shared::{served, wake, xact};
 
 // The jobs' queues, live or finished: the lookup a refused report already uses (src/api/lease.rs).
 const OF: &str = include_str!("../../sql/queries/job_queues_any.sql");
@@ -168,6 +170,14 @@ fn settle(db: &mut Session, ended: &[i64], most: i32, unlinked: (Vec<i64>, Vec<i
     db.rows::<Settled>(SETTLE, &[ended.to_vec().into(), most.into(), unlinked.0.into(), unlinked.1.into()])
 }
 
+/// A call that settled as many rows as it may (`most`) may have left more: the database's worker is
+/// woken once the call's transaction commits, to settle them then rather than at its next pass.
+fn leave_the_rest(settled: usize, most: i32, ended: &[i64]) {
+    if !ended.is_empty() && settled >= most.max(0) as usize {
+        xact::at_commit(served::wake_worker);
+    }
+}
+
 /// Jobs succeeded (a completion): the rows of those that had dependencies in jq_job_dependencies
 /// (`links`: pairwise, such a job and one of its dependencies) and jq_dependency_parts (`parted`:
 /// those that had more than PARTS) go, as they leave jq_live_jobs; up to `dependents_per_job`
@@ -187,7 +197,9 @@ pub(crate) fn succeeded(
     if !parted.is_empty() {
         db.rows::<()>(UNPART, &[parted.into()])?;
     }
-    let settled = settle(db, &awaited, per_call(awaited.len()), links)?;
+    let most = per_call(awaited.len());
+    let settled = settle(db, &awaited, most, links)?;
+    leave_the_rest(settled.len(), most, &awaited);
     count_down(db, settled, now)
 }
 
@@ -283,7 +295,9 @@ fn made_claimable(queue_name: &str, first: Option<Key>, ordered: bool, keyed: bo
 /// up to `dependents_per_job` rows per job of `ended` in all; the reap pass goes on from there.
 pub(crate) fn ended(db: &mut Session, ended: Vec<i64>, now: TimestampWithTimeZone) -> spi::Result<()> {
     let most = per_call(ended.len());
-    cancel_down(db, ended, most, now).map(|_| ())
+    let settled = cancel_down(db, ended.clone(), most, now)?;
+    leave_the_rest(settled as usize, most, &ended);
+    Ok(())
 }
 
 /// Settles up to `most` rows waiting on `round`, cancels their jobs, and goes on from those cancelled

@@ -26,6 +26,11 @@ const EXPIRED: &str = include_str!("../../sql/queries/reap_expired_ids.sql");
 const EXPIRE: &str = include_str!("../../sql/queries/expire.sql");
 const EXPIRE_DUE: &str = include_str!("../../sql/queries/expire_due_ids.sql");
 
+/// The fewest rows of jq_job_dependencies a pass settles (guide, "Workflows"), whatever its
+/// `max_jobs`: a claim's pass releases a fan-out a hundred jobs a second where no worker serves the
+/// database.
+const SETTLE_AT_LEAST: i32 = 100;
+
 /// How long a row whose reap failed on its own is left out before it is tried again: long enough
 /// that it costs the passes nothing, short enough that a mended row is reaped soon.
 const SKIP_FOR: Duration = Duration::from_secs(10);
@@ -73,9 +78,9 @@ fn reap_with_own_settings(max_jobs: i32, queue_name: Option<&str>, now: Timestam
     // fails as a whole leaves the rest done.
     let mut ticked = false;
     if queue_name.is_none() {
-        // At least as many rows as one completion settles itself: a claim's pass (inline_reap_max,
-        // 10) would otherwise release a fan-out ten jobs a second.
-        let most = max_jobs.max(crate::guc::DEPENDENTS_PER_JOB.get());
+        // At least SETTLE_AT_LEAST rows: a claim's pass (inline_reap_max, 10) would otherwise
+        // release a fan-out ten jobs a second.
+        let most = max_jobs.max(SETTLE_AT_LEAST);
         if let Err(message) = in_subtransaction(|| super::dependencies::settle_ended(most, now)) {
             if !SETTLE_FAILED.replace(true) {
                 warning!(

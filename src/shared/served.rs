@@ -68,6 +68,8 @@ struct Slot {
     pid: AtomicI32,
     /// When each pass last ended (TimestampTz, microseconds since 2000); 0: never.
     passes: [AtomicI64; PASSES],
+    /// When a hold of the database was last given back (TimestampTz); 0: never.
+    released_at: AtomicI64,
 }
 
 #[repr(C)]
@@ -166,6 +168,7 @@ pub fn assign(database: u32) -> Option<usize> {
         let free = table.slots.iter().position(|slot| slot.database.load(Ordering::SeqCst) == 0)?;
         let slot = &table.slots[free];
         slot.passes.iter().for_each(|at| at.store(0, Ordering::SeqCst));
+        slot.released_at.store(0, Ordering::SeqCst);
         slot.database.store(database, Ordering::SeqCst);
         Some(free)
     })?;
@@ -290,6 +293,27 @@ pub fn want_this_database() {
     wake_launcher(table);
 }
 
+/// Wakes the worker that serves this backend's database, if one does, for a pass now rather than
+/// at its next interval: a call left it held jobs to release or cancel (guide, "Workflows").
+pub fn wake_worker() {
+    let Some(table) = table() else { return };
+    // SAFETY: a plain read of this backend's database.
+    let database = unsafe { pg_sys::MyDatabaseId }.to_u32();
+    let Some(pid) = slot_of(table, database).map(|slot| slot.pid.load(Ordering::SeqCst)).filter(|pid| *pid != 0)
+    else {
+        return;
+    };
+    // SAFETY: BackendPidGetProc takes ProcArrayLock itself and returns the PGPROC of a live process
+    // or null; a PGPROC and its latch live in shared memory as long as the server, so setting the
+    // latch of a worker that exits meanwhile is harmless.
+    unsafe {
+        let process = pg_sys::BackendPidGetProc(pid);
+        if !process.is_null() {
+            pg_sys::SetLatch(&raw mut (*process).procLatch);
+        }
+    }
+}
+
 fn wake_launcher(table: &Table) {
     let latch = table.launcher.load(Ordering::SeqCst);
     if !latch.is_null() {
@@ -319,6 +343,7 @@ pub fn hold(database: u32, patience: Duration) -> bool {
         }
         sleep_a_little();
     };
+    let_a_pass_run(table, database, started, patience.min(PASS_BETWEEN_HOLDS));
     hold.database.store(database, Ordering::SeqCst);
     while let Some(pid) = slot_of(table, database).map(|slot| slot.pid.load(Ordering::SeqCst)).filter(|pid| *pid != 0) {
         if started.elapsed() > patience {
@@ -331,13 +356,36 @@ pub fn hold(database: u32, patience: Duration) -> bool {
     true
 }
 
+/// How long a hold waits for the worker of a database held just before to run a pass.
+const PASS_BETWEEN_HOLDS: Duration = Duration::from_secs(2);
+
+/// What one hold may do to a database's maintenance is bounded (guide, "Maintenance"): a hold of a
+/// database whose last hold was given back after its worker's last reap pass first waits, up to
+/// `most` since `started`, for the worker to come back and run one. Statements that fail one after
+/// the other (another session is connected) slow the database's maintenance to a pass between
+/// two of them, and never stop it. Not while the worker is turned off (`reaper_enabled`), whose
+/// passes would never come.
+fn let_a_pass_run(table: &Table, database: u32, started: Instant, most: Duration) {
+    let Some(slot) = slot_of(table, database) else { return };
+    let released = slot.released_at.load(Ordering::SeqCst);
+    if released == 0 || !crate::guc::REAPER_ENABLED.get() {
+        return;
+    }
+    while slot.passes[Pass::Reap as usize].load(Ordering::SeqCst) < released && started.elapsed() < most {
+        sleep_a_little();
+    }
+}
+
 /// Gives back this backend's holds, and tells the launcher.
 pub fn release() {
     let Some(table) = table() else { return };
-    // SAFETY: a plain read of this process's pid.
-    let me = unsafe { pg_sys::MyProcPid };
+    // SAFETY: a plain read of this process's pid, and of the clock.
+    let (me, now) = unsafe { (pg_sys::MyProcPid, pg_sys::GetCurrentTimestamp()) };
     for hold in &table.holds {
         if hold.pid.load(Ordering::SeqCst) == me {
+            if let Some(slot) = slot_of(table, hold.database.load(Ordering::SeqCst)) {
+                slot.released_at.store(now, Ordering::SeqCst);
+            }
             hold.database.store(0, Ordering::SeqCst);
             hold.pid.store(0, Ordering::SeqCst);
         }

@@ -168,6 +168,33 @@ fn refused_and_failed_statements_leave_the_worker_where_it_was() {
     assert_eq!(served(&mut client), ["postgres"], "the waiting database took the slot of a held one");
 }
 
+/// What holds of one database can do to its maintenance is bounded: `DROP DATABASE` statements that
+/// run and fail one after the other (another session stays connected) let its worker come back
+/// and run a pass between two of them. A lease that expires while the first holds the database is
+/// reaped before the second one ends, where back-to-back statements kept the worker away for good.
+#[test]
+fn failed_statements_one_after_the_other_let_a_pass_run_between_them() {
+    let cluster = Cluster::start_with(&[PRELOADED, FAST]);
+    let mut client = cluster.connect();
+    wait_until("postgres is served", || served(&mut client) == ["postgres"]);
+    client.batch_execute("CREATE DATABASE spare").unwrap();
+    client.batch_execute("SELECT jq_enqueue('held', '{}')").unwrap();
+    let job: i64 = client.query_one("SELECT id FROM jq_claim('held', 'w', interval '300 ms')", &[]).unwrap().get(0);
+
+    let superuser_dsn = cluster.dsn().replace("dbname=postgres", "dbname=spare");
+    let mut superuser = Client::connect(&superuser_dsn, postgres::NoTls).unwrap();
+    for attempt in 0..2 {
+        // Each fails after PostgreSQL's own wait of 5 s for `client` to leave.
+        assert_eq!(sqlstate(&mut superuser, "DROP DATABASE postgres").as_deref(), Some("55006"), "attempt {attempt}");
+    }
+    let row = client.query_one("SELECT status::text, last_error_code FROM jq_jobs WHERE id = $1", &[&job]).unwrap();
+    assert_eq!(
+        (row.get::<_, String>(0), row.get::<_, Option<String>>(1)),
+        ("pending".to_owned(), Some("LEASE_EXPIRED".to_owned())),
+        "the lease that expired during the first statement was not reaped before the second ended"
+    );
+}
+
 /// With `max_workers = 2` and three databases with the extension, two are served, and the third
 /// is logged once as unserved and maintained by its claims (`inline` in jq_maintenance). When one
 /// served database is dropped, the third gets its worker.
