@@ -299,8 +299,7 @@ pub fn wake_worker() {
     let Some(table) = table() else { return };
     // SAFETY: a plain read of this backend's database.
     let database = unsafe { pg_sys::MyDatabaseId }.to_u32();
-    let Some(pid) = slot_of(table, database).map(|slot| slot.pid.load(Ordering::SeqCst)).filter(|pid| *pid != 0)
-    else {
+    let Some(pid) = slot_of(table, database).map(|slot| slot.pid.load(Ordering::SeqCst)).filter(|pid| *pid != 0) else {
         return;
     };
     // SAFETY: BackendPidGetProc takes ProcArrayLock itself and returns the PGPROC of a live process
