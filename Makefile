@@ -166,7 +166,8 @@ bench-dashboard: setup install-release
 	@cargo build --release -p jq-dashboard
 	@/usr/bin/python3 bench/dashboard.py
 
-demo: setup install
+# Needs only what building needs (setup-build: PostgreSQL 15, its headers, clang; no cargo-pgrx).
+demo: install
 	@scripts/demo.sh
 
 clean:

@@ -2,12 +2,15 @@
 # Installs what pg_jobqueue needs for a purpose, and only what is missing:
 #   scripts/setup.sh run     what running it needs: PostgreSQL 15 (and PL/Proxy, for the router of
 #                            guide "Scaling out"); the packages of `make package` depend on no more
-#   scripts/setup.sh build   what building and installing needs (make install, make package)
-#   scripts/setup.sh test    that, and what the tests, the demo and the benchmarks use (the default)
+#   scripts/setup.sh build   what building and installing needs (make install, make package), and
+#                            so all that `make demo` needs: PostgreSQL 15, its headers, clang
+#   scripts/setup.sh test    that, and what the tests and the benchmarks use (the default):
+#                            cargo-pgrx, PostgreSQL 18, the regression suites, Chromium, mdBook...
 # Every make target calls this; on a machine that has everything it takes a second or two.
 # PostgreSQL 15 comes from Debian's packages; PostgreSQL 18, which Debian 12 does not package, is
 # built once per machine from Debian's source package (build_postgresql_18) for `build` and `test`.
 set -euo pipefail
+cd "$(dirname "$0")/.."   # rust-toolchain.toml applies inside the repository
 
 PG_MAJOR=15
 PG_CONFIG=/usr/lib/postgresql/$PG_MAJOR/bin/pg_config
@@ -19,7 +22,8 @@ PG18_BUILD_CACHE=/var/cache/pg_jobqueue/pg18-build
 PGRX_VERSION=0.18.1
 purpose=${1:-test}
 BUILD_PACKAGES=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libclang-dev clang pkg-config sudo
-                dpkg-dev gcc make bison flex libreadline-dev zlib1g-dev libicu-dev)  # and PostgreSQL 18's build
+                dpkg-dev gcc make)
+PG18_BUILD_PACKAGES=(bison flex libreadline-dev zlib1g-dev libicu-dev)  # what building PostgreSQL 18 takes besides
 TEST_PACKAGES=(postgresql-$PG_MAJOR-cron  # pg_cron, for reaping through it
                curl python3  # curl and python3: make bench
                python3-psycopg pgbouncer python3-prometheus-client  # the Python worker example, the PgBouncer test, the metrics parser
@@ -30,8 +34,9 @@ TEST_PACKAGES=(postgresql-$PG_MAJOR-cron  # pg_cron, for reaping through it
 case "$purpose" in
   run) DEB_PACKAGES=(postgresql-$PG_MAJOR postgresql-$PG_MAJOR-plproxy) ;;
   docs) DEB_PACKAGES=() ;;
-  build) DEB_PACKAGES=("${BUILD_PACKAGES[@]}") ;;
-  test) DEB_PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+  build) DEB_PACKAGES=("${BUILD_PACKAGES[@]}")
+         [ "${PG:-15}" = 18 ] && DEB_PACKAGES+=("${PG18_BUILD_PACKAGES[@]}") ;;
+  test) DEB_PACKAGES=("${BUILD_PACKAGES[@]}" "${PG18_BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
   *) echo "usage: setup.sh run|build|test|docs" >&2; exit 2 ;;
 esac
 
@@ -58,10 +63,50 @@ install_packages() {
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
 }
 
+# The toolchain of rust-toolchain.toml. rustup installs it on first use where it can download; on a
+# machine that cannot, but whose default toolchain is that same release, the release's name is
+# made to point at the default (a link in rustup's toolchain directory, which rustup reads as an
+# installed toolchain). Anything else stops here, before a build fails in a less clear way.
+check_rust() {
+  local want have
+  want=$(sed -n 's/^channel = "\(.*\)"$/\1/p' rust-toolchain.toml)
+  if ! rustup toolchain list | grep -q "^$want-"; then
+    local default
+    default=$(rustup default | cut -d' ' -f1)
+    if [ "$(rustup run "$default" rustc --version | cut -d' ' -f2)" = "$want" ]; then
+      log "naming the default toolchain ($default, rustc $want) $want, as rust-toolchain.toml pins it"
+      ln -s "$(rustup run "$default" rustc --print sysroot)" \
+        "${RUSTUP_HOME:-$HOME/.rustup}/toolchains/$want-$(rustup run "$default" rustc -vV | sed -n 's/^host: //p')"
+    fi
+  fi
+  have=$(rustc --version | cut -d' ' -f2)
+  if [ "$have" != "$want" ]; then
+    log "rustc is $have; pg_jobqueue builds with $want (rust-toolchain.toml): install it with rustup"
+    exit 1
+  fi
+}
+
 install_cargo_pgrx() {
   if cargo pgrx --version 2>/dev/null | grep -q "$PGRX_VERSION"; then return; fi
   log "building cargo-pgrx $PGRX_VERSION (10-17 minutes, once per machine)"
   cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
+}
+
+# Where pgrx's build finds each server version's pg_config: ~/.pgrx/config.toml, the file `cargo
+# pgrx init --pg15 PATH` writes. Building needs only this file, so `build` writes it itself and
+# spares the demo building cargo-pgrx; `test` then runs `cargo pgrx init` (below), which finds it
+# complete and leaves it.
+write_pgrx_config() {
+  local home=${PGRX_HOME:-$HOME/.pgrx}
+  local config=$home/config.toml
+  local want=("pg$PG_MAJOR = \"$PG_CONFIG\"")
+  [ -f "$PG18/READY" ] && want+=("pg18 = \"$PG18/bin/pg_config\"")
+  local line missing=0
+  for line in "${want[@]}"; do grep -qxF "$line" "$config" 2>/dev/null || missing=1; done
+  [ "$missing" = 0 ] && return
+  log "writing $config for $(printf "%s " "${want[@]}")"
+  mkdir -p "$home"
+  printf '%s\n' '[configs]' "${want[@]}" > "$config"
 }
 
 # cargo pgrx init against 15, and 18 once it is built: pgrx keeps one list of versions, so each
@@ -191,6 +236,7 @@ install_mdbook() {
 
 install_packages
 [ "$purpose" = run ] && exit 0
+check_rust
 if [ "$purpose" = docs ]; then install_mdbook; exit 0; fi
 # The tests run on both versions; building or running on 18 (PG=18) needs it too.
 if [ "$purpose" = test ] || [ "${PG:-15}" = 18 ]; then build_postgresql_18; fi
@@ -201,6 +247,7 @@ if [ "$purpose" = test ] || [ "${PG:-15}" = 18 ]; then build_postgresql_18; fi
 # a few tests of its own on every server alike, which the comparison of the two runs does not count.
 [ "$purpose" = test ] && fetch_regress_suite "$PG_MAJOR" "postgresql-$PG_MAJOR/bookworm"
 [ "$purpose" = test ] && fetch_regress_suite 18 postgresql-18/sid
-install_cargo_pgrx
-init_pgrx
+write_pgrx_config
+# cargo-pgrx runs the unit layer (`cargo pgrx test`); building needs none of it (scripts/stage.sh).
+if [ "$purpose" = test ]; then install_cargo_pgrx; init_pgrx; fi
 exit 0
