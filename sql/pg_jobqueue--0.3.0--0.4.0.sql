@@ -457,6 +457,28 @@ $$;
 
 SELECT jq_sync_function_rights(r.role) FROM (SELECT DISTINCT g.role FROM jq_grants g) AS r;
 
+-- DROP EXTENSION's event trigger: a PL/pgSQL function that calls the library and lets by only
+-- its missing file (58P01), so that DROP EXTENSION, of this extension and of every other in the
+-- database, works once the library's file is gone (guide, "Uninstall"); and the library notes at
+-- the start what to take back, and takes it back as the extension itself is dropped
+-- (src/api/rights.rs). The event trigger calls the function by its oid, which stays.
+CREATE  FUNCTION "jq_extension_drop_starting"() RETURNS void
+STRICT VOLATILE
+SET search_path TO pg_catalog, @extschema@, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'jq_extension_drop_starting_wrapper';
+REVOKE ALL ON FUNCTION jq_extension_drop_starting() FROM PUBLIC;
+CREATE OR REPLACE FUNCTION jq_extension_dropped() RETURNS event_trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, @extschema@, pg_temp
+AS $$
+BEGIN
+    PERFORM jq_extension_drop_starting();
+EXCEPTION WHEN undefined_file THEN
+    NULL;
+END
+$$;
+
 -- PostgreSQL records what each GRANT of an extension script leaves as the object's initial
 -- privileges (pg_init_privs), and pg_dump leaves those out as the extension's own: the rights just
 -- given again to the roles of jq_grants (and those 0.2.0 -> 0.3.0 gave) would be lost by a dump and

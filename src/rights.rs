@@ -283,6 +283,13 @@ pub fn as_owner<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Runs `f` as `role` (the owner, read before), as `as_owner` runs it, whatever the version of the
+/// installed definitions: for `DROP EXTENSION` (src/api/rights.rs), which works in every database.
+pub fn as_role<R>(role: pg_sys::Oid, f: impl FnOnce() -> R) -> R {
+    let _restore = SwitchedUser::to(role);
+    f()
+}
+
 struct SwitchedUser {
     user: pg_sys::Oid,
     context: i32,

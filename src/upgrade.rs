@@ -76,3 +76,22 @@ fn jq_enqueue_job() -> i64 {
 fn jq_enqueue_jobs() -> Vec<i64> {
     crate::error::update_needed()
 }
+
+/// The event trigger function of 0.3.0's definitions (`jq_extension_dropped`, at the start of every
+/// DROP EXTENSION), until ALTER EXTENSION UPDATE replaces it with the PL/pgSQL one of
+/// `sql/schema/rights.sql`. It does nothing: what 0.3.0 gave is not recorded in `jq_schema_usage`
+/// and stays (guide, "Upgrading"), and refusing with 55000 as the other functions do would stop
+/// `DROP EXTENSION` of any database not yet updated (guide, "Uninstall").
+#[pg_guard]
+#[no_mangle]
+pub extern "C-unwind" fn jq_extension_dropped(_fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    pg_sys::Datum::from(0)
+}
+
+/// The version-1 calling convention of `jq_extension_dropped`, which PostgreSQL asks for before it
+/// calls a C function.
+#[no_mangle]
+pub extern "C" fn pg_finfo_jq_extension_dropped() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}

@@ -196,12 +196,23 @@ REVOKE ALL ON FUNCTION jq_privilege_functions(), jq_sync_function_rights(regrole
 
 -- The schema outlives the extension (one the DBA made for it, or public): at DROP EXTENSION, take
 -- back the USAGE on it that jq_grant gave and pg_monitor got below, as jq_schema_usage records
--- them (src/api/rights.rs). An event
--- trigger that fires at the start of DROP EXTENSION only, and returns at once for any other.
+-- them. An event trigger at the start of every DROP EXTENSION: jq_extension_drop_starting notes
+-- what to take back, and takes it back as PostgreSQL drops pg_jobqueue itself, if it is among the
+-- extensions dropped (src/api/rights.rs). The trigger's function is PL/pgSQL, not the library's,
+-- so that it runs once the library's file is gone (the packages removed before the extension,
+-- guide "Uninstall"): the call then fails with 58P01 (undefined_file), and that error alone is
+-- let by, so that DROP EXTENSION of this extension and of every other in the database still
+-- works. Nothing can be taken back then, and the USAGE stays: the guide says how to take it back.
 CREATE FUNCTION jq_extension_dropped() RETURNS event_trigger
-LANGUAGE c
+LANGUAGE plpgsql
 SET search_path = pg_catalog, @extschema@, pg_temp
-AS 'MODULE_PATHNAME', 'jq_extension_dropped';
+AS $$
+BEGIN
+    PERFORM jq_extension_drop_starting();
+EXCEPTION WHEN undefined_file THEN
+    NULL;
+END
+$$;
 REVOKE ALL ON FUNCTION jq_extension_dropped() FROM PUBLIC;
 CREATE EVENT TRIGGER jq_extension_dropped ON ddl_command_start
     WHEN TAG IN ('DROP EXTENSION')

@@ -3,12 +3,15 @@
 //! when `jq_grants` changes is `settings::jq_table_changed`). jq_grant and jq_revoke are PL/pgSQL, in
 //! `sql/schema/rights.sql`; the model itself is `crate::rights`.
 
+use std::cell::RefCell;
+
 use pgrx::prelude::*;
 
 use crate::rights::{self, Privilege};
-use crate::{db, error, input};
+use crate::{db, error, input, version};
 
 const SCHEMA_USAGE_RELEASE: &str = include_str!("../../sql/queries/schema_usage_release.sql");
+const SCHEMA_USAGE_REVOKE: &str = include_str!("../../sql/queries/schema_usage_revoke.sql");
 
 extension_sql_file!(
     "../../sql/schema/views.sql",
@@ -33,51 +36,105 @@ fn jq_has_right(queue_name: Option<&str>, privilege: Option<&str>) -> bool {
     rights::holds(rights::caller(), queue_name, privilege)
 }
 
-/// The event trigger `jq_extension_dropped` (`sql/schema/rights.sql`), at the start of every
-/// `DROP EXTENSION` of the database: when pg_jobqueue is among the extensions dropped, it takes back
-/// the USAGE on the extension's schema that jq_grant gave and the install gave pg_monitor, which
-/// would otherwise outlive the extension in a schema that stays. Its search_path is pinned in its
-/// definition, as every function's is.
+/// What the `DROP EXTENSION` that started in this transaction takes back if pg_jobqueue is among
+/// the extensions it drops: noted by `jq_extension_drop_starting` at the start of the statement,
+/// while `jq_schema_usage` can still be read, and taken back by `object_access` as PostgreSQL drops
+/// the extension itself, after its members (that table among them).
+struct PendingRelease {
+    transaction: u32,
+    extension: pg_sys::Oid,
+    owner: pg_sys::Oid,
+    schema: pg_sys::Oid,
+    roles: Vec<pg_sys::Oid>,
+}
+
+thread_local! {
+    static PENDING_RELEASE: RefCell<Option<PendingRelease>> = const { RefCell::new(None) };
+}
+
+static mut PREV_OBJECT_ACCESS: pg_sys::object_access_hook_type = None;
+
+/// Installs `object_access` wherever the library is loaded (a backend loads it at the latest when
+/// the event trigger calls `jq_extension_drop_starting`, which is before anything is dropped).
+pub fn init() {
+    // SAFETY: _PG_init runs once per process, single-threaded; the hook chains to the one it
+    // replaces.
+    unsafe {
+        PREV_OBJECT_ACCESS = pg_sys::object_access_hook;
+        pg_sys::object_access_hook = Some(object_access);
+    }
+}
+
+/// `jq_extension_drop_starting()`: called by the event trigger `jq_extension_dropped`
+/// (`sql/schema/rights.sql`) at the start of every `DROP EXTENSION` of the database. The schema
+/// outlives the extension (one the DBA made for it, or public), so the USAGE on it that jq_grant
+/// gave and the install gave pg_monitor, as `jq_schema_usage` records them, is to be taken back
+/// when pg_jobqueue is among the extensions dropped. Which ones are dropped is known only as
+/// PostgreSQL drops them: this notes what to take back, as the owner reads it, and
+/// `object_access` takes it back when the extension itself goes, whether the statement was sent
+/// by a client or run by a function. Definitions of another version than the library's keep
+/// what they gave (guide, "Upgrading").
+#[pg_extern(volatile)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn jq_extension_drop_starting() {
+    PENDING_RELEASE.with(|pending| pending.borrow_mut().take());
+    if !rights::enforced() || rights::outdated() {
+        return;
+    }
+    let owner = rights::owner();
+    type Row = (pg_sys::Oid, pg_sys::Oid, pg_sys::Oid);
+    let rows = rights::as_role(owner, || db::read_only_rows::<Row>(SCHEMA_USAGE_RELEASE, &[]))
+        .expect("jq_schema_usage is readable by the owner");
+    let Some(&(extension, schema, _)) = rows.first() else { return };
+    let roles = rows.into_iter().map(|(_, _, role)| role).collect();
+    let transaction = version::local_transaction_id();
+    PENDING_RELEASE.with(|pending| {
+        *pending.borrow_mut() = Some(PendingRelease { transaction, extension, owner, schema, roles });
+    });
+}
+
+/// PostgreSQL's object access hook: as it drops an extension whose release
+/// `jq_extension_drop_starting` noted in this transaction (pg_jobqueue, once every object of
+/// it is gone and the schema still stands), the USAGE is taken back, as the owner, from those of
+/// the roles that still exist (one dropped since, in the same transaction, has none left).
 #[pg_guard]
-#[no_mangle]
-pub unsafe extern "C-unwind" fn jq_extension_dropped(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: PostgreSQL calls an event trigger function with an EventTriggerData as its context
-    // (checked by tag before the cast); a DROP's parse tree is a DropStmt, whose objects for
-    // DROP EXTENSION are String nodes; both live for the whole call.
-    let dropped = unsafe {
-        let context = (*fcinfo).context;
-        if context.is_null() || !pgrx::is_a(context, pg_sys::NodeTag::T_EventTriggerData) {
-            error!("jq_extension_dropped runs only as an event trigger");
+unsafe extern "C-unwind" fn object_access(
+    access: pg_sys::ObjectAccessType::Type,
+    class_id: pg_sys::Oid,
+    object_id: pg_sys::Oid,
+    sub_id: std::ffi::c_int,
+    arg: *mut std::ffi::c_void,
+) {
+    // SAFETY: the arguments PostgreSQL gave this hook, to the hook it replaced.
+    unsafe {
+        if let Some(prev) = PREV_OBJECT_ACCESS {
+            prev(access, class_id, object_id, sub_id, arg);
         }
-        let tree = (*context.cast::<pg_sys::EventTriggerData>()).parsetree;
-        pgrx::is_a(tree, pg_sys::NodeTag::T_DropStmt) && {
-            let drop = tree.cast::<pg_sys::DropStmt>();
-            (*drop).removeType == pg_sys::ObjectType::OBJECT_EXTENSION
-                && pgrx::PgList::<pg_sys::Node>::from_pg((*drop).objects).iter_ptr().any(|name| {
-                    pgrx::is_a(name, pg_sys::NodeTag::T_String)
-                        && std::ffi::CStr::from_ptr((*name.cast::<pg_sys::String>()).sval) == c"pg_jobqueue"
-                })
+    }
+    if access != pg_sys::ObjectAccessType::OAT_DROP || class_id != pg_sys::ExtensionRelationId {
+        return;
+    }
+    let release = PENDING_RELEASE.with(|pending| {
+        let mut pending = pending.borrow_mut();
+        let ours = pending.as_ref().is_some_and(|release| {
+            release.extension == object_id && release.transaction == version::local_transaction_id()
+        });
+        if ours {
+            pending.take()
+        } else {
+            None
         }
-    };
-    if dropped {
-        rights::as_owner(|| {
-            let statements = db::read_only_rows::<(String,)>(SCHEMA_USAGE_RELEASE, &[])?;
-            for (statement,) in statements {
+    });
+    if let Some(release) = release {
+        rights::as_role(release.owner, || {
+            let args = [release.schema.into(), release.roles.into()];
+            for (statement,) in db::read_only_rows::<(String,)>(SCHEMA_USAGE_REVOKE, &args)? {
                 db::rows_planned_per_call::<()>(&statement, &[])?;
             }
             Ok::<(), pgrx::spi::Error>(())
         })
         .expect("the schema's USAGE is taken back");
     }
-    pg_sys::Datum::from(0)
-}
-
-/// The version-1 calling convention of `jq_extension_dropped`, which PostgreSQL asks for before it
-/// calls a C function.
-#[no_mangle]
-pub extern "C" fn pg_finfo_jq_extension_dropped() -> &'static pg_sys::Pg_finfo_record {
-    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-    &V1
 }
 
 fn parse_privilege(value: Option<&str>) -> Privilege {

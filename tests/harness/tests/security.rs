@@ -808,6 +808,32 @@ fn schema_usage_goes_with_the_last_right_and_with_the_extension() {
     c.batch_execute("DROP EXTENSION pg_jobqueue").unwrap();
     assert!(!usage(&mut c, "app"), "app kept USAGE on the schema after DROP EXTENSION");
     assert!(!usage(&mut c, "pg_monitor"), "pg_monitor kept USAGE on the schema after DROP EXTENSION");
+    // Dropped by a function, or with another extension in one statement: the same.
+    for drop in [
+        "DO $$ BEGIN DROP EXTENSION pg_jobqueue; END $$",
+        "CREATE EXTENSION pg_stat_statements; DROP EXTENSION pg_stat_statements, pg_jobqueue",
+    ] {
+        c.batch_execute(
+            "CREATE EXTENSION pg_jobqueue SCHEMA jobqueue; SELECT jobqueue.jq_grant('app', 'q', 'consume')",
+        )
+        .unwrap();
+        assert!(usage(&mut c, "app") && usage(&mut c, "pg_monitor"));
+        c.batch_execute(drop).unwrap();
+        assert!(!usage(&mut c, "app"), "app kept USAGE on the schema after {drop}");
+        assert!(!usage(&mut c, "pg_monitor"), "pg_monitor kept USAGE on the schema after {drop}");
+    }
+    // Another extension's DROP notes what to take back; when the schema goes later in the same
+    // transaction, and pg_jobqueue with it, a role of those notes dropped since stops nothing.
+    c.batch_execute(
+        "CREATE EXTENSION pg_jobqueue SCHEMA jobqueue; CREATE ROLE gone;
+         SELECT jobqueue.jq_grant('gone', 'q', 'consume')",
+    )
+    .unwrap();
+    c.batch_execute(
+        "BEGIN; CREATE EXTENSION pg_stat_statements; DROP EXTENSION pg_stat_statements;
+         SELECT jobqueue.jq_revoke('gone', 'q', 'consume'); DROP ROLE gone; DROP SCHEMA jobqueue CASCADE; COMMIT",
+    )
+    .unwrap();
 }
 
 /// A USAGE on the schema that the DBA gave a role before its first right is the DBA's: jq_revoke
