@@ -1,6 +1,7 @@
 -- A complete worker loop in plain SQL: any client in any language can follow the same steps.
--- `make demo` runs several of these at once. Each step commits at once: a job is held by its lease,
--- never by an open transaction.
+-- Run several at once, each in a session of its own, as the test the_plain_sql_example_worker_drains_a_queue
+-- (tests/harness/tests/clients.rs) does with two. Each step commits at once: a job is held by its
+-- lease, never by an open transaction.
 CREATE PROCEDURE demo_worker(queue text, worker text, lease interval, work_ms int)
 LANGUAGE plpgsql AS $$
 DECLARE

@@ -68,6 +68,9 @@ check "the extension's package holds the guide the README links to" \
 check "the extension's package holds the exporter's queries and the alert rules" \
   bash -c 'files=$(dpkg-deb -c "$1"); grep -q "examples/monitoring/postgres_exporter.yaml" <<<"$files" && grep -q "examples/monitoring/alerts.yml" <<<"$files"' \
     _ "target/debian/postgresql-$PG-pg-jobqueue_${version}_$(dpkg --print-architecture).deb"
+check "the worker's package holds jq-worker and jq-dashboard (guide, \"Install\")" \
+  bash -c 'files=$(dpkg-deb -c "$1"); grep -q " ./usr/bin/jq-worker$" <<<"$files" && grep -q " ./usr/bin/jq-dashboard$" <<<"$files"' \
+    _ "target/debian/pg-jobqueue-worker_${version}_$(dpkg --print-architecture).deb"
 check "the licence of both packages is the PostgreSQL License" \
   bash -c 'for deb in "$@"; do dpkg-deb --fsys-tarfile "$deb" | tar -xO --wildcards "./usr/share/doc/*/copyright" | grep -qx "License: PostgreSQL" || exit 1; done' _ "${debs[@]}"
 
