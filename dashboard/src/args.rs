@@ -4,7 +4,7 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 
 pub const USAGE: &str = "usage: jq-dashboard [--listen ADDR] [--dsn DSN] [--read-only] [--password-file PATH]
-                    [--allowed-host NAME]... [--https]
+                    [--allowed-host NAME]... [--https] [--metrics-all-databases]
   --listen ADDR         address and port to serve on (default 127.0.0.1:8080); any address but a
                         loopback one needs a password
   --dsn DSN             the database, as a libpq connection string or URL (default: DATABASE_URL);
@@ -17,6 +17,10 @@ pub const USAGE: &str = "usage: jq-dashboard [--listen ADDR] [--dsn DSN] [--read
                         other name is refused
   --https               browsers reach the pages over HTTPS, through a proxy in front: cookies
                         are __Host- and Secure, and actions must come from an https page
+  --metrics-all-databases
+                        /metrics serves every database of the server that has the extension
+                        and that the role may connect to, each series with a `database` label
+                        (the pages still show the DSN's database)
   -h, --help            this text";
 
 /// The default address: loopback only, so that no password is needed on the machine itself.
@@ -31,6 +35,8 @@ pub struct Options {
     pub password: Option<String>,
     pub allowed_hosts: Vec<String>,
     pub https: bool,
+    /// `/metrics` reads every database of the server, not only the connection string's.
+    pub metrics_all_databases: bool,
 }
 
 /// What the command line asked for: to run, or only the usage.
@@ -48,7 +54,7 @@ pub fn parse(
     read_file: impl Fn(&str) -> std::io::Result<String>,
 ) -> Result<Parsed, String> {
     let (mut listen, mut dsn, mut read_only, mut password_file) = (None, None, false, None);
-    let (mut allowed_hosts, mut https) = (Vec::new(), false);
+    let (mut allowed_hosts, mut https, mut metrics_all_databases) = (Vec::new(), false, false);
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -64,6 +70,7 @@ pub fn parse(
             "--password-file" => password_file = Some(value("--password-file")?),
             "--read-only" if inline.is_none() => read_only = true,
             "--https" if inline.is_none() => https = true,
+            "--metrics-all-databases" if inline.is_none() => metrics_all_databases = true,
             "--allowed-host" => {
                 let name = value("--allowed-host")?;
                 if name.is_empty() || name.contains(['/', ' ', ',']) {
@@ -97,7 +104,12 @@ pub fn parse(
              give --password-file PATH or set JQ_DASHBOARD_PASSWORD"
         ));
     }
-    Ok(Parsed::Run(Options { listen, dsn, read_only, password, allowed_hosts, https }))
+    if metrics_all_databases {
+        // Every database is reached with these parameters and its own name: refused now, not at
+        // the first scrape.
+        dsn.parse::<tokio_postgres::Config>().map_err(|error| format!("--dsn: {error}"))?;
+    }
+    Ok(Parsed::Run(Options { listen, dsn, read_only, password, allowed_hosts, https, metrics_all_databases }))
 }
 
 /// The addresses `listen` names (a host name may name several); an error if it names none.
@@ -148,7 +160,8 @@ mod tests {
                 read_only: false,
                 password: None,
                 allowed_hosts: Vec::new(),
-                https: false
+                https: false,
+                metrics_all_databases: false
             }
         );
     }
@@ -196,6 +209,19 @@ mod tests {
         assert!(o.https);
         assert!(run(&["--dsn", "x", "--allowed-host", "a/b"], &[]).unwrap_err().contains("not a host name"));
         assert!(run(&["--dsn", "x", "--https=yes"], &[]).is_err());
+    }
+
+    #[test]
+    fn metrics_of_every_database() {
+        let o = options(&["--dsn", "host=/tmp user=prometheus", "--metrics-all-databases"], &[]);
+        assert!(o.metrics_all_databases);
+        let o = options(&["--metrics-all-databases"], &[("DATABASE_URL", "postgres://prometheus@db/postgres")]);
+        assert!(o.metrics_all_databases);
+        assert!(run(&["--dsn", "x", "--metrics-all-databases=yes"], &[]).unwrap_err().contains("unknown argument"));
+        // A connection string it could not give another database's name to.
+        let error = run(&["--dsn", "host=/tmp port=nine", "--metrics-all-databases"], &[]).unwrap_err();
+        assert!(error.starts_with("--dsn: "), "{error}");
+        assert!(!options(&["--dsn", "host=/tmp port=nine"], &[]).metrics_all_databases);
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub mod sql {
     pub const SCHEDULES: &str = include_str!("../sql/schedules.sql");
     pub const FAILURE_COUNTS: &str = include_str!("../sql/failure_counts.sql");
     pub const METRICS: &str = include_str!("../sql/metrics.sql");
+    pub const DATABASES: &str = include_str!("../sql/databases.sql");
     pub const PAUSE: &str = include_str!("../sql/pause.sql");
     pub const RETRY: &str = include_str!("../sql/retry.sql");
     pub const CANCEL: &str = include_str!("../sql/cancel.sql");

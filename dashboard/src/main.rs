@@ -4,6 +4,7 @@
 
 mod args;
 mod charts;
+mod cluster;
 mod db;
 mod guard;
 mod pages;
@@ -40,6 +41,13 @@ async fn serve(options: args::Options) -> i32 {
             return 2;
         }
     };
+    let cluster = match options.metrics_all_databases.then(|| cluster::Cluster::new(&options.dsn)).transpose() {
+        Ok(cluster) => cluster.map(Arc::new),
+        Err(message) => {
+            eprintln!("jq-dashboard: {message}");
+            return 2;
+        }
+    };
     let pool = db::Pool::new(&options.dsn);
     // A database that is down now may be up by the first page: said, not fatal.
     if let Err(error) = pool.get().await {
@@ -57,6 +65,7 @@ async fn serve(options: args::Options) -> i32 {
         https: options.https,
         port: local.map_or(0, |address| address.port()),
         allowed_hosts: Arc::new(options.allowed_hosts.clone()),
+        cluster,
     };
     let address = local.map(|a| a.to_string()).unwrap_or_else(|| options.listen.clone());
     println!(

@@ -15,6 +15,7 @@ use maud::{html, Markup};
 use tokio_postgres::Row;
 
 use crate::charts;
+use crate::cluster::Cluster;
 use crate::db::{self, sql, Access, Conn, DbError, Pool};
 use crate::guard::{self, Flash};
 use crate::pages::{self, action, age, count, decimal, json, layout, note, segment, text, Ctx};
@@ -38,6 +39,8 @@ pub struct App {
     /// The port it listens on, and the host names it answers to besides address literals.
     pub port: u16,
     pub allowed_hosts: Arc<Vec<String>>,
+    /// `--metrics-all-databases`: `/metrics` reads every database of the server.
+    pub cluster: Option<Arc<Cluster>>,
 }
 
 /// The largest request body read: an action's form is a few fields.
@@ -199,8 +202,10 @@ async fn style() -> Response {
 
 async fn metrics(State(app): State<App>, Extension(visit): Extension<Visit>) -> Response {
     let result = async {
-        let client = app.pool.get().await?;
-        let text: String = client.query_one(sql::METRICS, &[]).await?.get(0);
+        let text: String = match &app.cluster {
+            Some(cluster) => cluster.scrape().await?,
+            None => app.pool.get().await?.query_one(sql::METRICS, &[]).await?.get(0),
+        };
         Ok([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")].into_response().map(|_| text.into()))
     }
     .await;

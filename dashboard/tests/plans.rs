@@ -18,7 +18,8 @@ use postgres::types::ToSql;
 fn parameters(file: &str, live_job: i64, dead_job: i64) -> Option<Vec<Box<dyn ToSql + Sync>>> {
     let none: Option<String> = None;
     Some(match file {
-        "session" | "access" | "overview" | "counters" | "backlog" | "schedules" | "failure_counts" | "metrics" => {
+        "session" | "access" | "overview" | "counters" | "backlog" | "schedules" | "failure_counts" | "metrics"
+        | "databases" => {
             vec![]
         }
         "queue_figures" | "queue_settings" | "held_keys" => vec![Box::new("q7")],
