@@ -175,6 +175,8 @@ harness_skips() {
 
 integration() {
   echo "== integration tests (real server, many connections)"
+  # The update under its readers (upgrade_readers.rs) runs jq-dashboard as one of them.
+  cargo build -q -p jq-dashboard 2>&1 | tee -a "$log"
   # shellcheck disable=SC2046
   cargo test -p jq-harness $(harness_targets) -- --test-threads=1 $(harness_skips) 2>&1 | tee -a "$log"
   cargo test -p jq-worker --tests -- --test-threads=1 2>&1 | tee -a "$log"

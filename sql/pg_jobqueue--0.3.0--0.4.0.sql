@@ -5,6 +5,14 @@
 -- upgrade test compares them).
 \echo Use "ALTER EXTENSION pg_jobqueue UPDATE" to load this file. \quit
 
+-- Every lock the update needs, taken first, the views before the tables, in the order a reader
+-- takes them (a query locks the view it names, then what the view reads; LOCK on a view locks both
+-- the same way). Otherwise a reader of jq_queue_stats (the exporter, the dashboard) that came while
+-- the tables below were being altered held the view and waited for its tables, and the update,
+-- coming to replace the view, became the victim of the deadlock (40P01) after its work.
+LOCK TABLE jq_queue_health, jq_queue_stats, jq_managed_jobs, jq_jobs, jq_live_jobs, jq_job_history,
+    jq_queue_ids, jq_key_settings IN ACCESS EXCLUSIVE MODE;
+
 -- The jobs: what each depends on, and how many of those it still waits for. The default is a
 -- constant, so the columns are added without rewriting the tables.
 ALTER TABLE jq_live_jobs
