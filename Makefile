@@ -5,7 +5,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 PG ?= 15
 export PG
 
-.PHONY: all setup setup-build build install install-release lint test test-unit test-regress test-pgsuite test-isolation test-integration test-browser test-cluster test-package test-readme test-docs docs package demo soak bench bench-quick bench-cluster bench-claim bench-profile bench-reap bench-schema bench-upgrade bench-dashboard bench-dag bench-fanout bench-keys bench-enqueue clean
+.PHONY: all setup setup-build build install release install-release lint test test-unit test-regress test-pgsuite test-isolation test-integration test-browser test-cluster test-package test-readme test-docs docs package demo soak bench bench-quick bench-cluster bench-claim bench-profile bench-reap bench-schema bench-upgrade bench-dashboard bench-dag bench-fanout bench-keys bench-enqueue clean
 
 all: build
 
@@ -167,6 +167,12 @@ bench-dashboard: setup install-release
 	@/usr/bin/python3 bench/dashboard.py
 
 # Needs only what building needs (setup-build: PostgreSQL 15, its headers, clang; no cargo-pgrx).
+# Releases the version of Cargo.toml: freezes its install script, dates its CHANGELOG entry,
+# commits and tags it, builds its packages and records the commit (scripts/release.sh;
+# DEVELOPMENT.md, "Releasing").
+release: setup-build
+	@scripts/release.sh "$(VERSION)"
+
 demo: install
 	@scripts/demo.sh
 

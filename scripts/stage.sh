@@ -37,6 +37,16 @@ install -m 755 "$out/libpg_jobqueue.so" "$libdir/pg_jobqueue.so"
 sed "s/@CARGO_VERSION@/$version/g" pg_jobqueue.control > "$extension_dir/pg_jobqueue.control"
 "$target_dir/debug/jq-schema" "$out/libpg_jobqueue.so" pg_jobqueue.control "$version" \
   > "$extension_dir/pg_jobqueue--$version.sql"
+# A released version's install script is what its users have installed (sql/released/): a build
+# of that version must make the very same one, or it is another version and needs its own number
+# and upgrade script (DEVELOPMENT.md, "Releasing").
+frozen=sql/released/pg_jobqueue--$version.sql
+if [ -f "$frozen" ] && ! cmp -s "$frozen" "$extension_dir/pg_jobqueue--$version.sql"; then
+  echo "stage.sh: $version is released, and this build's install script differs from $frozen:" >&2
+  diff -u "$frozen" "$extension_dir/pg_jobqueue--$version.sql" | head -n 20 >&2 || true
+  echo "stage.sh: give the build a new version in Cargo.toml and an upgrade script from $version" >&2
+  exit 1
+fi
 install -m 644 sql/pg_jobqueue--*--*.sql sql/released/*.sql sql/router/pg_jobqueue_router.control \
   sql/router/pg_jobqueue_router--*.sql "$extension_dir/"
 echo "$stage"

@@ -234,7 +234,7 @@ readme() {
 # The user docs: links and language (scripts/docs.py), the reference against the catalog
 # (tests/readme/reference.py), and the guide built as a book (mdbook, into docs/book).
 docs() {
-  echo "== docs (scripts/docs.py links and language, mdbook build, tests/readme/reference.py)"
+  echo "== docs (scripts/docs.py links and language, mdbook build, tests/readme/reference.py, scripts/versions.py)"
   local passed=0 failed=0 step
   for step in "python3 scripts/docs.py links" "python3 scripts/docs.py language" "mdbook build docs"; do
     if $step 2>&1 | tee -a "$log"; then
@@ -245,6 +245,8 @@ docs() {
   done
   echo "test result: docs. $passed passed; $failed failed" | tee -a "$log"
   /usr/bin/python3 tests/readme/reference.py 2>&1 | tee -a "$log"
+  # The versions the docs name, and the CHANGELOG's releases (scripts/versions.py).
+  python3 scripts/versions.py 2>&1 | tee -a "$log"
   [ "$failed" -eq 0 ]
 }
 
