@@ -124,7 +124,7 @@ SELECT json_build_object(
           AND NOT (m.classid = 'pg_opfamily'::regclass AND EXISTS (
                 SELECT FROM pg_opfamily f JOIN pg_opclass c ON c.opcfamily = f.oid
                 WHERE f.oid = m.objid AND c.opcname = f.opfname AND c.opcmethod = f.opfmethod))),
-    'settings', (%s)
+    'settings', (<SETTINGS>)
 )
 """
 
@@ -137,7 +137,7 @@ SELECT coalesce(json_agg(json_build_object(
         'context', s.context, 'short_desc', s.short_desc) ORDER BY s.name), '[]')
     FROM pg_settings s WHERE s.name LIKE 'pg\_jobqueue.%'
 """
-CATALOG = CATALOG % SETTINGS.strip()
+CATALOG = CATALOG.replace("<SETTINGS>", SETTINGS.strip())
 
 
 def psql(port, sql):
