@@ -38,6 +38,9 @@ pub mod sql {
     pub const SCHEDULE_RESUME: &str = include_str!("../sql/schedule_resume.sql");
 }
 
+/// Why a connection is refused in a database without the extension.
+pub const NO_EXTENSION: &str = "the extension pg_jobqueue is not installed in this database";
+
 /// At most this many connections: a page runs its statements one after another on one, and the
 /// sampler holds one while it samples.
 const MAX_CONNECTIONS: usize = 4;
@@ -155,7 +158,7 @@ impl Pool {
         });
         let set = client.query(sql::SESSION, &[]).await?;
         if set.is_empty() {
-            return Err(DbError::Unavailable("the extension pg_jobqueue is not installed in this database".into()));
+            return Err(DbError::Unavailable(NO_EXTENSION.into()));
         }
         Ok(client)
     }

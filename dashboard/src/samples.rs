@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::db::{sql, Pool};
+use crate::db::{sql, DbError, Pool, NO_EXTENSION};
 
 /// How often the sampler samples.
 pub const INTERVAL: Duration = Duration::from_secs(5);
@@ -194,16 +194,29 @@ pub fn unix_now() -> f64 {
 }
 
 /// Samples every `INTERVAL` until the process ends. A failed pass is skipped: a gap in the charts.
+/// In a database without the extension (the connection string of `--metrics-all-databases` often
+/// names one) it skips the next `NO_EXTENSION_TICKS` intervals, asking again a minute later rather
+/// than connecting every 5 s for nothing.
 pub async fn run(pool: Arc<Pool>, store: Arc<Mutex<Store>>) {
     let mut ticker = tokio::time::interval(INTERVAL);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut skip = 0;
     loop {
         ticker.tick().await;
-        if let Ok(round) = sample(&pool).await {
-            store.lock().unwrap().add(unix_now(), round);
+        if skip > 0 {
+            skip -= 1;
+            continue;
+        }
+        match sample(&pool).await {
+            Ok(round) => store.lock().unwrap().add(unix_now(), round),
+            Err(DbError::Unavailable(message)) if message == NO_EXTENSION => skip = NO_EXTENSION_TICKS,
+            Err(_) => {}
         }
     }
 }
+
+/// The intervals skipped after a pass found no extension: with its own, a minute.
+const NO_EXTENSION_TICKS: u32 = 11;
 
 async fn sample(pool: &Arc<Pool>) -> Result<Vec<(String, Sample)>, crate::db::DbError> {
     let client = pool.get().await?;
