@@ -107,9 +107,10 @@ OVERRIDES
 install -m 644 README.md CHANGELOG.md "$extension/usr/share/doc/postgresql-$PG-pg-jobqueue/"
 # The user guide's chapters beside the README, where its links into docs/src lead.
 install -D -m 644 -t "$extension/usr/share/doc/postgresql-$PG-pg-jobqueue/docs/src" docs/src/*.md
-# postgres_exporter's queries and the alert rules on its series (guide, "Operating").
+# The alert rules on jq_metrics()'s series, and postgres_exporter's queries with the rules on its
+# series (guide, "Operating").
 install -D -m 644 -t "$extension/usr/share/doc/postgresql-$PG-pg-jobqueue/examples/monitoring" \
-  monitoring/postgres_exporter.yaml monitoring/alerts.yml
+  monitoring/alerts.yml monitoring/postgres_exporter.yaml monitoring/postgres_exporter_alerts.yml
 {
   echo "Package: postgresql-$PG-pg-jobqueue"
   common_fields

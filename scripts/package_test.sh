@@ -65,8 +65,8 @@ check "lintian finds nothing that is not overridden with a reason" \
 check "the extension's package holds the guide the README links to" \
   bash -c 'dpkg-deb -c "$1" | grep -q "doc/postgresql-$2-pg-jobqueue/docs/src/functions.md"' \
     _ "target/debian/postgresql-$PG-pg-jobqueue_${version}_$(dpkg --print-architecture).deb" "$PG"
-check "the extension's package holds the exporter's queries and the alert rules" \
-  bash -c 'files=$(dpkg-deb -c "$1"); grep -q "examples/monitoring/postgres_exporter.yaml" <<<"$files" && grep -q "examples/monitoring/alerts.yml" <<<"$files"' \
+check "the extension's package holds the alert rules and the exporter's queries" \
+  bash -c 'files=$(dpkg-deb -c "$1"); for file in alerts.yml postgres_exporter.yaml postgres_exporter_alerts.yml; do grep -q "examples/monitoring/$file$" <<<"$files" || exit 1; done' \
     _ "target/debian/postgresql-$PG-pg-jobqueue_${version}_$(dpkg --print-architecture).deb"
 check "the worker's package holds jq-worker and jq-dashboard (guide, \"Install\")" \
   bash -c 'files=$(dpkg-deb -c "$1"); grep -q " ./usr/bin/jq-worker$" <<<"$files" && grep -q " ./usr/bin/jq-dashboard$" <<<"$files"' \

@@ -1,7 +1,9 @@
-//! Monitoring that plugs in (guide, "Operating"): Debian's postgres_exporter scrapes a real
-//! server with monitoring/postgres_exporter.yaml, as a role that is only a member of pg_monitor,
-//! and every figure of its queues comes out as a series; the alert rules of monitoring/alerts.yml
-//! fire, under `promtool test rules`, on exactly the series that exporter produced and that warn.
+//! The alternative to jq-dashboard's /metrics (guide, "Operating"): Debian's postgres_exporter
+//! scrapes a real server with monitoring/postgres_exporter.yaml, as a role that is only a member of
+//! pg_monitor, and every figure of its queues comes out as a series; the alert rules of
+//! monitoring/postgres_exporter_alerts.yml fire, under `promtool test rules`, on exactly the series
+//! that exporter produced and that warn. (monitoring/alerts.yml, on jq-dashboard's series, is
+//! tested in dashboard/tests/alerts.rs.)
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -103,7 +105,7 @@ impl Drop for Exporter {
     }
 }
 
-/// One rule of monitoring/alerts.yml: its name, the metric its expression compares with 1, and its
+/// One rule of monitoring/postgres_exporter_alerts.yml: its name, the metric its expression compares with 1, and its
 /// labels and annotations, read line by line (the file's own layout).
 struct Rule {
     alert: String,
@@ -113,7 +115,7 @@ struct Rule {
 }
 
 fn rules() -> Vec<Rule> {
-    let text = std::fs::read_to_string(repository().join("monitoring/alerts.yml")).unwrap();
+    let text = std::fs::read_to_string(repository().join("monitoring/postgres_exporter_alerts.yml")).unwrap();
     let mut rules: Vec<Rule> = Vec::new();
     let mut section = "";
     for line in text.lines() {
@@ -206,7 +208,7 @@ fn promtool_test(samples: &[Sample], rules: &[Rule]) -> String {
     format!(
         "{{\"rule_files\": [{}], \"evaluation_interval\": \"1m\", \"tests\": [{{\"interval\": \"1m\", \
          \"input_series\": [{}], \"alert_rule_test\": [{}]}}]}}",
-        json(&repository().join("monitoring/alerts.yml").display().to_string()),
+        json(&repository().join("monitoring/postgres_exporter_alerts.yml").display().to_string()),
         series.join(", "),
         tests.join(", ")
     )
@@ -295,7 +297,7 @@ fn the_exporter_serves_every_figure_and_the_alert_rules_fire_on_its_series() {
 
     // The alert rules, on these very series: promtool fails on an alert missing or unexpected.
     let rules = rules();
-    assert_eq!(rules.len(), 4, "the rules of monitoring/alerts.yml");
+    assert_eq!(rules.len(), 4, "the rules of monitoring/postgres_exporter_alerts.yml");
     let test_file = cluster.data_dir().with_extension("alerts_test.yml");
     std::fs::write(&test_file, promtool_test(&samples, &rules)).unwrap();
     let output = Command::new(PROMTOOL).args(["test", "rules"]).arg(&test_file).output().expect("run promtool");
