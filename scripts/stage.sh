@@ -26,7 +26,7 @@ version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
 # pgrx keeps every SQL object of the extension in the library's .pgrxsc section; the linker's
 # --gc-sections would drop it, as nothing refers to it (the same flag cargo-pgrx builds with).
 cargo --config 'target.'"'"'cfg(all(target_family = "unix", not(target_os = "macos")))'"'"'.rustflags = ["-C", "link-arg=-Wl,--no-gc-sections"]' \
-  build -q --lib -p pg_jobqueue --no-default-features --features "pg$PG" "${flags[@]}" >&2
+  build --lib -p pg_jobqueue --no-default-features --features "pg$PG" "${flags[@]}" >&2
 cargo build -q -p jq-schema >&2
 
 rm -rf "$stage"
