@@ -196,7 +196,8 @@ pg_upgrade() {
 }
 
 # jq-dashboard: its own tests (dashboard/src and dashboard/tests: arguments, CSRF, the plans of
-# its statements on a filled database, its answers over HTTP), then the program in a real browser
+# its statements on a filled database, its answers over HTTP, and monitoring/alerts.yml under
+# promtool on the series its /metrics serves for several databases), then the program in a real browser
 # (tests/harness/tests/dashboard.rs), which runs the binary built first; Debian's chromium and
 # chromium-driver drive it (scripts/setup.sh test), and the screenshots of its pages are left in
 # target/screenshots.
