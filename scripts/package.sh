@@ -128,6 +128,48 @@ install -D -m 644 -t "$extension/usr/share/doc/postgresql-$PG-pg-jobqueue/exampl
  over several servers with PL/Proxy.
 DESCRIPTION
 } > "$extension/DEBIAN/control"
+# Removing the library while a cluster still names it in shared_preload_libraries leaves a server
+# that runs on (its processes keep the library they loaded) but does not start again: the next
+# start ends with `FATAL: could not access file "pg_jobqueue"` (guide, "Uninstall"). The removal
+# is not refused: a maintainer script that fails stops apt in the middle of its work (removing
+# PostgreSQL itself, or a dist-upgrade), and a DBA who removes a package expects it removed, as
+# Debian's other PostgreSQL extensions are. It warns instead, naming each cluster of this version
+# that still preloads it and the file whose line does, so that the list is fixed before the next
+# restart. The clusters are postgresql-common's (PG_CLUSTER_CONF_ROOT, /etc/postgresql unless
+# set); in each, the line that wins is the last one of postgresql.conf, conf.d/*.conf and the data
+# directory's postgresql.auto.conf (ALTER SYSTEM's), read in that order as PostgreSQL reads them.
+# An upgrade replaces the library and warns of nothing.
+cat > "$extension/DEBIAN/prerm" <<PRERM
+#!/bin/sh
+set -e
+[ "\$1" = remove ] || exit 0
+for conf in "\${PG_CLUSTER_CONF_ROOT:-/etc/postgresql}"/$PG/*/postgresql.conf; do
+    [ -f "\$conf" ] || continue
+    dir=\$(dirname "\$conf")
+    cluster=\$(basename "\$dir")
+    data=\$(sed -n "s/^[[:space:]]*data_directory[[:space:]]*=[[:space:]]*'\\(.*\\)'.*/\\1/p" "\$conf" | tail -n 1)
+    last=""
+    where=""
+    for file in "\$conf" "\$dir"/conf.d/*.conf "\${data:-/var/lib/postgresql/$PG/\$cluster}/postgresql.auto.conf"; do
+        [ -r "\$file" ] || continue
+        line=\$(grep -E "^[[:space:]]*shared_preload_libraries([[:space:]]|=)" "\$file" | tail -n 1)
+        if [ -n "\$line" ]; then
+            last=\$line
+            where=\$file
+        fi
+    done
+    case "\$last" in
+        *pg_jobqueue*)
+            echo "postgresql-$PG-pg-jobqueue: warning: the cluster $PG/\$cluster still preloads pg_jobqueue" >&2
+            echo "  (\$where: \$last)." >&2
+            echo "  It runs on, but will not start again until pg_jobqueue is taken out of that list:" >&2
+            echo "  ALTER SYSTEM SET shared_preload_libraries to the list without it, or edit that line." >&2
+            ;;
+    esac
+done
+exit 0
+PRERM
+chmod 755 "$extension/DEBIAN/prerm"
 build_deb "$extension"
 
 log "building jq-worker and jq-dashboard (optimized)"
