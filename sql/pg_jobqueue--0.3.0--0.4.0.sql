@@ -481,7 +481,11 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, @extschema@, pg_temp
 AS $$
 BEGIN
-    PERFORM jq_extension_drop_starting();
+    IF EXISTS (SELECT FROM pg_catalog.pg_extension e
+               WHERE e.extname OPERATOR(pg_catalog.=) 'pg_jobqueue'
+                 AND pg_catalog.pg_has_role(e.extowner, 'USAGE')) THEN
+        PERFORM jq_extension_drop_starting();
+    END IF;
 EXCEPTION WHEN undefined_file THEN
     NULL;
 END

@@ -203,12 +203,20 @@ REVOKE ALL ON FUNCTION jq_privilege_functions(), jq_sync_function_rights(regrole
 -- guide "Uninstall"): the call then fails with 58P01 (undefined_file), and that error alone is
 -- let by, so that DROP EXTENSION of this extension and of every other in the database still
 -- works. Nothing can be taken back then, and the USAGE stays: the guide says how to take it back.
+-- It fires for every role's DROP EXTENSION, of any extension that role may drop (a trusted one it
+-- created). Only a role with the owner's rights (or a superuser) may drop pg_jobqueue, and only
+-- it may call jq_extension_drop_starting: for any other, there is nothing to note, and its drop
+-- goes on.
 CREATE FUNCTION jq_extension_dropped() RETURNS event_trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, @extschema@, pg_temp
 AS $$
 BEGIN
-    PERFORM jq_extension_drop_starting();
+    IF EXISTS (SELECT FROM pg_catalog.pg_extension e
+               WHERE e.extname OPERATOR(pg_catalog.=) 'pg_jobqueue'
+                 AND pg_catalog.pg_has_role(e.extowner, 'USAGE')) THEN
+        PERFORM jq_extension_drop_starting();
+    END IF;
 EXCEPTION WHEN undefined_file THEN
     NULL;
 END

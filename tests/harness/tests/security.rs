@@ -805,6 +805,14 @@ fn schema_usage_goes_with_the_last_right_and_with_the_extension() {
     // Another extension's DROP leaves everything as it was.
     c.batch_execute("CREATE EXTENSION pg_stat_statements; DROP EXTENSION pg_stat_statements").unwrap();
     assert!(usage(&mut c, "app") && usage(&mut c, "pg_monitor"));
+    // The event trigger fires for a role that may not call the extension's functions, dropping a
+    // trusted extension it created: its drop goes on.
+    c.batch_execute(
+        "CREATE ROLE dbo; GRANT CREATE ON DATABASE postgres TO dbo; SET ROLE dbo;
+         CREATE EXTENSION pg_trgm; DROP EXTENSION pg_trgm; RESET ROLE",
+    )
+    .unwrap();
+    assert!(usage(&mut c, "app") && usage(&mut c, "pg_monitor"));
     c.batch_execute("DROP EXTENSION pg_jobqueue").unwrap();
     assert!(!usage(&mut c, "app"), "app kept USAGE on the schema after DROP EXTENSION");
     assert!(!usage(&mut c, "pg_monitor"), "pg_monitor kept USAGE on the schema after DROP EXTENSION");
