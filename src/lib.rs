@@ -44,7 +44,6 @@ extension_sql_file!("../sql/schema/rights.sql", name = "rights", finalize);
 pub extern "C-unwind" fn _PG_init() {
     no_rust_backtraces();
     guc::init();
-    api::rights::init();
     if guc::preloaded() {
         reaper::register_workers();
         shared::init();

@@ -53,15 +53,22 @@ thread_local! {
 }
 
 static mut PREV_OBJECT_ACCESS: pg_sys::object_access_hook_type = None;
+static mut OBJECT_ACCESS_INSTALLED: bool = false;
 
-/// Installs `object_access` wherever the library is loaded (a backend loads it at the latest when
-/// the event trigger calls `jq_extension_drop_starting`, which is before anything is dropped).
-pub fn init() {
-    // SAFETY: _PG_init runs once per process, single-threaded; the hook chains to the one it
-    // replaces.
+/// Installs `object_access`, once per process, in a session that is about to drop pg_jobqueue
+/// (`jq_extension_drop_starting`, before anything is dropped): not when the library loads, for an
+/// object access hook is called on every object a backend creates, drops or looks up, and on
+/// PostgreSQL 18 its mere presence makes each search path lookup run again (guide, "What
+/// it costs your server"). Once installed it stays: a hook installed after it chains to it.
+fn install_object_access() {
+    // SAFETY: a backend is single-threaded; the hook chains to the one it replaces.
     unsafe {
+        if OBJECT_ACCESS_INSTALLED {
+            return;
+        }
         PREV_OBJECT_ACCESS = pg_sys::object_access_hook;
         pg_sys::object_access_hook = Some(object_access);
+        OBJECT_ACCESS_INSTALLED = true;
     }
 }
 
@@ -86,6 +93,7 @@ fn jq_extension_drop_starting() {
     let rows = rights::as_role(owner, || db::read_only_rows::<Row>(SCHEMA_USAGE_RELEASE, &[]))
         .expect("jq_schema_usage is readable by the owner");
     let Some(&(extension, schema, _)) = rows.first() else { return };
+    install_object_access();
     let roles = rows.into_iter().map(|(_, _, role)| role).collect();
     let transaction = version::local_transaction_id();
     PENDING_RELEASE.with(|pending| {
