@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use jq_harness::client::{claim, complete, connect_as};
+use jq_harness::prometheus::{json_map, promtool, quoted, render, rules, samples, Rule, Sample};
 use jq_harness::{wait_until, Client, Cluster};
 
-const PROMTOOL: &str = "/usr/bin/promtool";
 /// The role Prometheus scrapes as: a member of pg_monitor, nothing else.
 const SCRAPER: &str = "prometheus";
 /// The labels Prometheus gives every series of the target.
@@ -23,72 +23,12 @@ fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().unwrap()
 }
 
-// ---------------------------------------------------------------------------------------------
-// The text exposition format, read.
-
-/// A sample: its name, labels and value.
-#[derive(Debug, Clone, PartialEq)]
-struct Sample {
-    name: String,
-    labels: BTreeMap<String, String>,
-    value: String,
-}
-
-impl Sample {
-    fn parse(line: &str) -> Option<Sample> {
-        if line.starts_with('#') || line.trim().is_empty() {
-            return None;
-        }
-        let (series, value) = line.rsplit_once(' ')?;
-        let Some((name, mut rest)) = series.split_once('{') else {
-            return Some(Sample { name: series.to_owned(), labels: BTreeMap::new(), value: value.to_owned() });
-        };
-        let mut labels = BTreeMap::new();
-        // key="value" pairs, the value with \\, \" and \n escaped.
-        while let Some((key, after)) = rest.split_once("=\"") {
-            let mut value = String::new();
-            let mut chars = after.char_indices();
-            let end = loop {
-                match chars.next()? {
-                    (_, '\\') => match chars.next()?.1 {
-                        'n' => value.push('\n'),
-                        other => value.push(other),
-                    },
-                    (i, '"') => break i,
-                    (_, c) => value.push(c),
-                }
-            };
-            labels.insert(key.trim_start_matches(',').to_owned(), value);
-            rest = &after[end + 1..];
-        }
-        Some(Sample { name: name.to_owned(), labels, value: value.to_owned() })
-    }
-
-    fn label(&self, key: &str) -> Option<&str> {
-        self.labels.get(key).map(String::as_str)
-    }
-
-    /// The series, as a PromQL selector.
-    fn series(&self) -> String {
-        let labels: Vec<String> = self.labels.iter().map(|(k, v)| format!("{k}={}", quoted(v))).collect();
-        format!("{}{{{}}}", self.name, labels.join(","))
-    }
-
-    /// Name and labels without `database`.
-    fn identity_without_database(&self) -> String {
-        let mut sample = self.clone();
-        sample.labels.remove("database");
-        sample.value.clear();
-        sample.series()
-    }
-}
-
-fn quoted(text: &str) -> String {
-    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n"))
-}
-
-fn samples(text: &str) -> Vec<Sample> {
-    text.lines().filter_map(Sample::parse).collect()
+/// Name and labels without `database`.
+fn identity_without_database(sample: &Sample) -> String {
+    let mut sample = sample.clone();
+    sample.labels.remove("database");
+    sample.value.clear();
+    sample.series()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -152,72 +92,6 @@ impl Drop for Dashboard {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-// monitoring/alerts.yml, read line by line (its own layout: `- alert:`, `expr:`, `for:`, then
-// `labels:` and `annotations:` with one `key: value` a line).
-
-#[derive(Debug)]
-struct Rule {
-    alert: String,
-    expr: String,
-    labels: Vec<(String, String)>,
-    annotations: Vec<(String, String)>,
-}
-
-fn yaml_value(text: &str) -> String {
-    match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
-        Some(inner) => inner.replace("\\\"", "\"").replace("\\\\", "\\"),
-        None => text.to_owned(),
-    }
-}
-
-fn rules(file: &str) -> Vec<Rule> {
-    let text = std::fs::read_to_string(repository().join(file)).unwrap();
-    let mut rules: Vec<Rule> = Vec::new();
-    let mut section = "";
-    for line in text.lines() {
-        let trimmed = line.trim();
-        if let Some(alert) = trimmed.strip_prefix("- alert: ") {
-            rules.push(Rule { alert: alert.to_owned(), expr: String::new(), labels: vec![], annotations: vec![] });
-            section = "";
-            continue;
-        }
-        let Some(rule) = rules.last_mut() else { continue };
-        if let Some(expr) = trimmed.strip_prefix("expr: ") {
-            rule.expr = yaml_value(expr);
-        } else if trimmed == "labels:" || trimmed == "annotations:" {
-            section = trimmed.trim_end_matches(':');
-        } else if let Some((key, value)) = trimmed.split_once(": ") {
-            match section {
-                "labels" => rule.labels.push((key.to_owned(), yaml_value(value))),
-                "annotations" => rule.annotations.push((key.to_owned(), yaml_value(value))),
-                _ => {}
-            }
-        }
-    }
-    rules
-}
-
-/// `template` with each `{{ $labels.NAME }}` replaced as Prometheus renders it; a label the alert
-/// does not have fails the test (Prometheus would print "<no value>").
-fn render(template: &str, labels: &BTreeMap<String, String>) -> String {
-    let mut out = String::new();
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start..];
-        let end = after.find("}}").expect("a closed template") + 2;
-        let label = after[..end]
-            .strip_prefix("{{ $labels.")
-            .and_then(|t| t.strip_suffix(" }}"))
-            .unwrap_or_else(|| panic!("a template the test does not render: {}", &after[..end]));
-        out.push_str(labels.get(label).unwrap_or_else(|| panic!("the alert has no label {label}: {labels:?}")));
-        rest = &after[end..];
-    }
-    out.push_str(rest);
-    out
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -458,27 +332,6 @@ fn promtool_test(scrapes: &[Vec<Sample>], rules: &[Rule], instance: &str) -> Str
     )
 }
 
-fn json_map(map: &BTreeMap<String, String>) -> String {
-    let items: Vec<String> = map.iter().map(|(k, v)| format!("{}: {}", quoted(k), quoted(v))).collect();
-    format!("{{{}}}", items.join(", "))
-}
-
-fn promtool(args: &[&str], input: Option<&str>) -> (Option<i32>, String) {
-    let mut child = Command::new(PROMTOOL)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run promtool");
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input.unwrap_or("").as_bytes()).unwrap();
-    drop(stdin);
-    let output = child.wait_with_output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    (output.status.code(), text)
-}
-
 #[test]
 fn every_database_is_scraped_and_every_alert_fires_on_its_series() {
     let cluster = Cluster::start_without_extension(&[
@@ -531,11 +384,11 @@ fn every_database_is_scraped_and_every_alert_fires_on_its_series() {
             own.batch_execute("SET search_path = jobqueue").unwrap();
         }
         let text: String = own.query_one("SELECT jq_metrics()", &[]).unwrap().get(0);
-        let expected: BTreeSet<String> = samples(&text).iter().map(Sample::identity_without_database).collect();
+        let expected: BTreeSet<String> = samples(&text).iter().map(identity_without_database).collect();
         let served: BTreeSet<String> = last
             .iter()
             .filter(|s| s.label("database") == Some(database) && s.name != "jq_scrape_database_up")
-            .map(Sample::identity_without_database)
+            .map(identity_without_database)
             .collect();
         assert_eq!(served, expected, "the series of {database}");
     }
@@ -568,7 +421,7 @@ fn every_database_is_scraped_and_every_alert_fires_on_its_series() {
     let (code, said) =
         promtool(&["check", "rules", &repository().join("monitoring/alerts.yml").to_string_lossy()], None);
     assert_eq!(code, Some(0), "{said}");
-    let rules = rules("monitoring/alerts.yml");
+    let rules = rules(&repository().join("monitoring/alerts.yml"));
     let named: BTreeSet<&str> = rules.iter().map(|r| r.alert.as_str()).collect();
     let tested: BTreeSet<&str> = EXPECTED.iter().map(|e| e.alert).collect();
     assert_eq!(named, tested, "every rule of monitoring/alerts.yml is tested here");
@@ -582,7 +435,7 @@ fn every_database_is_scraped_and_every_alert_fires_on_its_series() {
 /// with its own expression in the table of the chapter "Operating".
 #[test]
 fn the_guide_names_the_shipped_alerts() {
-    let rules = rules("monitoring/alerts.yml");
+    let rules = rules(&repository().join("monitoring/alerts.yml"));
     let shipped: BTreeSet<String> = rules.iter().map(|r| r.alert.clone()).collect();
     let mut documents: Vec<PathBuf> = std::fs::read_dir(repository().join("docs/src"))
         .unwrap()

@@ -4,6 +4,7 @@
 
 pub mod client;
 pub mod history;
+pub mod prometheus;
 pub mod replication;
 
 use std::net::TcpListener;

@@ -9,49 +9,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use jq_harness::prometheus::{self, json_map, promtool, quoted, render, samples, Rule, Sample};
 use jq_harness::{free_port, http_get, wait_until, Cluster};
 
 const EXPORTER: &str = "/usr/bin/prometheus-postgres-exporter";
-const PROMTOOL: &str = "/usr/bin/promtool";
 
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
-
-/// A sample of the text exposition format: its name, labels and value.
-#[derive(Debug, Clone)]
-struct Sample {
-    name: String,
-    labels: BTreeMap<String, String>,
-    value: String,
-}
-
-impl Sample {
-    fn parse(line: &str) -> Option<Sample> {
-        if line.starts_with('#') || line.trim().is_empty() {
-            return None;
-        }
-        let (series, value) = line.rsplit_once(' ')?;
-        let (name, labels) = match series.split_once('{') {
-            Some((name, rest)) => (name, rest.strip_suffix('}')?),
-            None => (series, ""),
-        };
-        // The exporter's label values here hold no comma, quote or backslash.
-        let labels = labels
-            .split(',')
-            .filter(|pair| !pair.is_empty())
-            .map(|pair| {
-                let (key, value) = pair.split_once('=').unwrap();
-                (key.to_owned(), value.trim_matches('"').to_owned())
-            })
-            .collect();
-        Some(Sample { name: name.to_owned(), labels, value: value.to_owned() })
-    }
-
-    fn series(&self) -> String {
-        let labels: Vec<String> = self.labels.iter().map(|(key, value)| format!("{key}=\"{value}\"")).collect();
-        format!("{}{{{}}}", self.name, labels.join(","))
-    }
 }
 
 /// The value of the one sample of `name` whose labels include `labels`.
@@ -94,7 +58,7 @@ impl Exporter {
             body = http_get(self.port, "/metrics").and_then(|(status, body)| (status == 200).then_some(body));
             body.is_some()
         });
-        body.unwrap().lines().filter_map(Sample::parse).collect()
+        samples(&body.unwrap())
     }
 }
 
@@ -107,90 +71,40 @@ impl Drop for Exporter {
 
 /// One rule of monitoring/postgres_exporter_alerts.yml: its name, the metric its expression compares with 1, and its
 /// labels and annotations, read line by line (the file's own layout).
-struct Rule {
-    alert: String,
-    metric: String,
-    labels: Vec<(String, String)>,
-    annotations: Vec<(String, String)>,
-}
-
-fn rules() -> Vec<Rule> {
-    let text = std::fs::read_to_string(repository().join("monitoring/postgres_exporter_alerts.yml")).unwrap();
-    let mut rules: Vec<Rule> = Vec::new();
-    let mut section = "";
-    for line in text.lines() {
-        let trimmed = line.trim();
-        if let Some(alert) = trimmed.strip_prefix("- alert: ") {
-            rules.push(Rule { alert: alert.to_owned(), metric: String::new(), labels: vec![], annotations: vec![] });
-            continue;
-        }
-        let Some(rule) = rules.last_mut() else { continue };
-        if let Some(expr) = trimmed.strip_prefix("expr: ") {
-            let metric = expr.strip_suffix(" == 1").expect("each rule compares one warning series with 1");
-            rule.metric = metric.to_owned();
-        } else if trimmed == "labels:" || trimmed == "annotations:" {
-            section = if trimmed == "labels:" { "labels" } else { "annotations" };
-        } else if let Some((key, value)) = trimmed.split_once(": ") {
-            if key == "for" {
-                continue;
-            }
-            let value = value.trim_matches('"').to_owned();
-            match section {
-                "labels" => rule.labels.push((key.to_owned(), value)),
-                "annotations" => rule.annotations.push((key.to_owned(), value)),
-                _ => {}
-            }
-        }
-    }
-    rules
-}
-
-/// `template` with each `{{ $labels.NAME }}` replaced by the sample's label, as Prometheus renders
-/// it; a label the sample does not have fails the test (Prometheus would print "<no value>").
-fn render(template: &str, sample: &Sample) -> String {
-    let mut out = String::new();
-    let mut rest = template;
-    while let Some(start) = rest.find("{{ $labels.") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + "{{ $labels.".len()..];
-        let end = after.find(" }}").expect("a closed template");
-        let label = &after[..end];
-        out.push_str(sample.labels.get(label).unwrap_or_else(|| panic!("{} has no label {label}", sample.name)));
-        rest = &after[end + " }}".len()..];
-    }
-    out.push_str(rest);
-    out
-}
-
-fn json(text: &str) -> String {
-    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
-}
-
-fn json_map(pairs: &[(String, String)]) -> String {
-    let items: Vec<String> = pairs.iter().map(|(k, v)| format!("{}: {}", json(k), json(v))).collect();
-    format!("{{{}}}", items.join(", "))
+/// The rules of monitoring/postgres_exporter_alerts.yml, each comparing one warning series with 1.
+fn rules() -> Vec<(Rule, String)> {
+    prometheus::rules(&repository().join("monitoring/postgres_exporter_alerts.yml"))
+        .into_iter()
+        .map(|rule| {
+            let metric =
+                rule.expr.strip_suffix(" == 1").expect("each rule compares one warning series with 1").to_owned();
+            (rule, metric)
+        })
+        .collect()
 }
 
 /// A `promtool test rules` file (JSON, which YAML reads): the scraped samples as input series that
 /// keep their value for 20 minutes, and for each rule, the alerts expected after 10 minutes: one
 /// for each scraped sample of its metric that is 1, with the rule's labels and rendered annotations.
-fn promtool_test(samples: &[Sample], rules: &[Rule]) -> String {
+fn promtool_test(samples: &[Sample], rules: &[(Rule, String)]) -> String {
     let series: Vec<String> = samples
         .iter()
         .filter(|s| s.name.starts_with("pg_jobqueue") && s.value != "NaN")
-        .map(|s| format!("{{\"series\": {}, \"values\": {}}}", json(&s.series()), json(&format!("{}+0x20", s.value))))
+        .map(|s| {
+            format!("{{\"series\": {}, \"values\": {}}}", quoted(&s.series()), quoted(&format!("{}+0x20", s.value)))
+        })
         .collect();
     let tests: Vec<String> = rules
         .iter()
-        .map(|rule| {
+        .map(|(rule, metric)| {
             let alerts: Vec<String> = samples
                 .iter()
-                .filter(|s| s.name == rule.metric && s.value == "1")
+                .filter(|s| s.name == *metric && s.value == "1")
                 .map(|s| {
-                    let mut labels: Vec<(String, String)> = s.labels.clone().into_iter().collect();
+                    let mut labels = s.labels.clone();
                     labels.extend(rule.labels.iter().cloned());
-                    let annotations: Vec<(String, String)> =
-                        rule.annotations.iter().map(|(k, v)| (k.clone(), render(v, s))).collect();
+                    let annotations: BTreeMap<String, String> =
+                        rule.annotations.iter().map(|(k, v)| (k.clone(), render(v, &s.labels))).collect();
                     format!(
                         "{{\"exp_labels\": {}, \"exp_annotations\": {}}}",
                         json_map(&labels),
@@ -200,7 +114,7 @@ fn promtool_test(samples: &[Sample], rules: &[Rule]) -> String {
                 .collect();
             format!(
                 "{{\"eval_time\": \"10m\", \"alertname\": {}, \"exp_alerts\": [{}]}}",
-                json(&rule.alert),
+                quoted(&rule.alert),
                 alerts.join(", ")
             )
         })
@@ -208,7 +122,7 @@ fn promtool_test(samples: &[Sample], rules: &[Rule]) -> String {
     format!(
         "{{\"rule_files\": [{}], \"evaluation_interval\": \"1m\", \"tests\": [{{\"interval\": \"1m\", \
          \"input_series\": [{}], \"alert_rule_test\": [{}]}}]}}",
-        json(&repository().join("monitoring/postgres_exporter_alerts.yml").display().to_string()),
+        quoted(&repository().join("monitoring/postgres_exporter_alerts.yml").display().to_string()),
         series.join(", "),
         tests.join(", ")
     )
@@ -300,14 +214,9 @@ fn the_exporter_serves_every_figure_and_the_alert_rules_fire_on_its_series() {
     assert_eq!(rules.len(), 4, "the rules of monitoring/postgres_exporter_alerts.yml");
     let test_file = cluster.data_dir().with_extension("alerts_test.yml");
     std::fs::write(&test_file, promtool_test(&samples, &rules)).unwrap();
-    let output = Command::new(PROMTOOL).args(["test", "rules"]).arg(&test_file).output().expect("run promtool");
-    assert!(
-        output.status.success(),
-        "promtool test rules failed:\n{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let (code, said) = promtool(&["test", "rules", &test_file.to_string_lossy()], None);
+    assert_eq!(code, Some(0), "promtool test rules failed:\n{said}");
     let alerts: usize =
-        rules.iter().map(|r| samples.iter().filter(|s| s.name == r.metric && s.value == "1").count()).sum();
+        rules.iter().map(|(_, metric)| samples.iter().filter(|s| s.name == *metric && s.value == "1").count()).sum();
     assert_eq!(alerts, 4, "each rule fires once: one queue or database in each state");
 }
