@@ -2723,8 +2723,11 @@ impl Sources {
             .lines()
             .find_map(|l| l.strip_prefix("version = \"")?.strip_suffix('"').map(str::to_owned))
             .expect("the version in Cargo.toml");
+        // The version built is the last frozen one once it is released.
         let mut versions = frozen.clone();
-        versions.push(current);
+        if !versions.contains(&current) {
+            versions.push(current);
+        }
         Sources { root, queries, others, frozen, versions, extension_dir: PathBuf::new() }
     }
 
