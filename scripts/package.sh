@@ -175,8 +175,8 @@ build_deb "$extension"
 log "building jq-worker and jq-dashboard (optimized)"
 cargo build --release -p jq-worker -p jq-dashboard >&2
 worker=$work/pg-jobqueue-worker
-install -D -m 755 target/release/jq-worker "$worker/usr/bin/jq-worker"
-install -D -m 755 target/release/jq-dashboard "$worker/usr/bin/jq-dashboard"
+install -D -m 755 "${CARGO_TARGET_DIR:-target}/release/jq-worker" "$worker/usr/bin/jq-worker"
+install -D -m 755 "${CARGO_TARGET_DIR:-target}/release/jq-dashboard" "$worker/usr/bin/jq-dashboard"
 strip_binary "$worker/usr/bin/jq-worker"
 strip_binary "$worker/usr/bin/jq-dashboard"
 install -D -m 644 worker/README.md "$worker/usr/share/doc/pg-jobqueue-worker/README.md"
