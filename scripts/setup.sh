@@ -70,7 +70,7 @@ install_packages() {
 check_rust() {
   local want have
   want=$(sed -n 's/^channel = "\(.*\)"$/\1/p' rust-toolchain.toml)
-  if ! rustup toolchain list | grep -q "^$want-"; then
+  if command -v rustup >/dev/null && ! rustup toolchain list | grep -q "^$want-"; then
     local default
     default=$(rustup default | cut -d' ' -f1)
     if [ "$(rustup run "$default" rustc --version | cut -d' ' -f2)" = "$want" ]; then
