@@ -213,11 +213,13 @@ def throughput_run(system, workload, script, jobs_per_tx, seconds, defines, fill
     while True:
         system.prepare(fill)
         wal_before = system.cluster.psql(system.name, "SELECT pg_current_wal_insert_lsn()")
+        cpu_before = cpu_times()
         if hold_snapshot:
             with SnapshotHolder(system.cluster, system.name):
                 tps, latencies = pgbench(system, script, CLIENTS, defines, seconds=seconds)
         else:
             tps, latencies = pgbench(system, script, CLIENTS, defines, seconds=seconds)
+        steal = steal_pct(cpu_before, cpu_times())
         wal = int(system.cluster.psql(system.name, f"SELECT pg_current_wal_insert_lsn() - '{wal_before}'::pg_lsn"))
         if not fill or system.pending() > 0:
             break
@@ -225,9 +227,30 @@ def throughput_run(system, workload, script, jobs_per_tx, seconds, defines, fill
         fill *= 3
     # WAL of the whole server over the run, per job moved: the other databases are idle meanwhile.
     result = {"jobs_per_s": tps * jobs_per_tx, "p50_ms": percentile(latencies, 0.50),
-              "p99_ms": percentile(latencies, 0.99), "wal_bytes_per_job": wal / max(1, len(latencies) * jobs_per_tx)}
+              "p99_ms": percentile(latencies, 0.99), "wal_bytes_per_job": wal / max(1, len(latencies) * jobs_per_tx),
+              "steal_pct": steal}
     result.update(system.footprint())
     return result
+
+
+def cpu_times():
+    """The machine's CPU time so far, from /proc/stat's first line: (all, steal), in ticks."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    # user nice system idle iowait irq softirq steal (guest time is counted in user already).
+    return sum(fields[:8]), fields[7]
+
+
+def steal_pct(before, after):
+    """The share of the machine's CPU time the hypervisor took from it between two cpu_times()."""
+    total, steal = after[0] - before[0], after[1] - before[1]
+    return 100.0 * steal / total if total else 0.0
+
+
+def machine():
+    """What ran the benchmark: a ratio is of one machine, at one steal (printed with each cell)."""
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), "unknown CPU")
+    return f"{model}, {os.cpu_count()} cores"
 
 
 def median_of(runs):
@@ -257,7 +280,7 @@ def throughput_workloads(systems, seconds, runs, wanted):
                 r = throughput_run(system, workload, script, jobs_per_tx, seconds, defines, size, hold)
                 per_system[system.name].append(r)
                 print(f"  {workload:7} run {run + 1}  {system.name:14} {r['jobs_per_s']:10.0f} jobs/s"
-                      f"  p50 {r['p50_ms']:7.2f} ms  p99 {r['p99_ms']:7.2f} ms", flush=True)
+                      f"  p50 {r['p50_ms']:7.2f} ms  p99 {r['p99_ms']:7.2f} ms  steal {r['steal_pct']:4.1f}%", flush=True)
         results[workload] = {name: median_of(rs) for name, rs in per_system.items()}
     return results
 
@@ -500,15 +523,15 @@ def throughput_rows(result):
 
 
 def report(passes):
-    lines = []
+    lines = [f"machine: {machine()}"]
     for sync, result in passes.items():
         lines.append(f"\nsynchronous_commit = {sync}")
         lines.append(f"{'workload':9} {'system':14} {'jobs/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-                     f"{'table MB':>9} {'index MB':>9} {'dead':>8} {'WAL/job':>8} {'jq/this':>8}")
+                     f"{'table MB':>9} {'index MB':>9} {'dead':>8} {'WAL/job':>8} {'steal %':>8} {'jq/this':>8}")
         for workload, name, r, ratio in throughput_rows(result):
             lines.append(f"{workload:9} {name:14} {r['jobs_per_s']:9.0f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} "
                          f"{r['table_bytes'] / 2**20:9.1f} {r['index_bytes'] / 2**20:9.1f} "
-                         f"{r['dead_tuples']:8.0f} {r['wal_bytes_per_job']:8.0f} {ratio:>8}")
+                         f"{r['dead_tuples']:8.0f} {r['wal_bytes_per_job']:8.0f} {r.get('steal_pct', 0):8.1f} {ratio:>8}")
         for name, r in result["claim_latency"].items():
             lines.append(f"w6        {name:9} claim p50 {r['small']['p50_ms']:.3f} ms with {r['small']['jobs']} jobs, "
                          f"{r['backlog']['p50_ms']:.3f} ms with {r['backlog']['jobs']}: {r['ratio_p50']:.2f}x")
@@ -555,20 +578,26 @@ def report(passes):
     return "\n".join(lines)
 
 
+def steal_cell(r):
+    """A cell's CPU steal, for results written before it was measured too."""
+    return f"{r['steal_pct']:.1f}" if "steal_pct" in r else ""
+
+
 def markdown(results):
     """The results file as the Markdown tables of bench/README.md."""
     meta, lines = results["meta"], []
     lines.append(f"{meta['date']}, `{meta['command']}`, pg_jobqueue {meta['pg_jobqueue']}, pgmq {meta['pgmq']}, "
-                 f"{meta['server']}; {meta['runs']} runs of {meta['seconds']} s, {meta['clients']} clients, median.")
+                 f"{meta['server']}; {meta['runs']} runs of {meta['seconds']} s, {meta['clients']} clients, median"
+                 f"{'; ' + meta['machine'] if 'machine' in meta else ''}.")
     for sync, result in results["passes"].items():
         lines += ["", f"`synchronous_commit = {sync}`", "",
-                  "| workload | system | jobs/s | p50 ms | p99 ms | table MB | index MB | dead tuples | WAL bytes/job | jobqueue / system |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| workload | system | jobs/s | p50 ms | p99 ms | table MB | index MB | dead tuples | WAL bytes/job | CPU steal % | jobqueue / system |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for workload, name, r, ratio in throughput_rows(result):
             lines.append(f"| {workload.upper().replace('_', ' batch ')} | {name} | {r['jobs_per_s']:,.0f} | "
                          f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['table_bytes'] / 2**20:.1f} | "
                          f"{r['index_bytes'] / 2**20:.1f} | {r['dead_tuples']:,.0f} | "
-                         f"{r.get('wal_bytes_per_job', float('nan')):,.0f} | {ratio} |")
+                         f"{r.get('wal_bytes_per_job', float('nan')):,.0f} | {steal_cell(r)} | {ratio} |")
         if "claim_latency" in result:
             lines += ["", "| W6 | claim p50, 10,000 jobs | claim p50, 1,000,000 jobs | ratio |", "|---|---:|---:|---:|"]
             for name, r in result["claim_latency"].items():
@@ -692,7 +721,7 @@ def main():
         print(report(passes))
     meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": " ".join(sys.argv),
             "pg_jobqueue": version, "pgmq": "0.33.7", "seconds": seconds, "runs": runs, "clients": CLIENTS,
-            "server_conf": SERVER_CONF, "server": sh("pg_config", "--version").strip()}
+            "server_conf": SERVER_CONF, "server": sh("pg_config", "--version").strip(), "machine": machine()}
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps({"meta": meta, "passes": passes}, indent=2))
     print(f"\nwritten to {args.output}")
