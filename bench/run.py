@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -283,6 +284,65 @@ def throughput_workloads(systems, seconds, runs, wanted):
                       f"  p50 {r['p50_ms']:7.2f} ms  p99 {r['p99_ms']:7.2f} ms  steal {r['steal_pct']:4.1f}%", flush=True)
         results[workload] = {name: median_of(rs) for name, rs in per_system.items()}
     return results
+
+
+def process_stat(pid):
+    """(parent pid, CPU ticks of the process itself, CPU ticks of its children it has waited for)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    # After the command's name: state ppid ... utime (14th field) stime cutime cstime.
+    return int(fields[1]), int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14])
+
+
+def server_processes(postmaster):
+    """The postmaster's live children, with their own CPU ticks."""
+    children = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid, own, _ = process_stat(entry.name)
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                continue
+            if ppid == postmaster:
+                children[int(entry.name)] = own
+    return children
+
+
+def server_cpu_ticks(postmaster):
+    """Every CPU tick the server has spent: the postmaster's own, those of the children it has waited
+    for (each backend that exited), and those of its live children (the checkpointer, the WAL
+    writer, the autovacuum launcher, pg_jobqueue's workers, the backends still connected)."""
+    _, own, waited = process_stat(postmaster)
+    return own + waited + sum(server_processes(postmaster).values())
+
+
+def cpu_per_job_workload(systems, jobs_per_client, runs):
+    """W3 over a fixed number of jobs (pgbench -t, not -T), CPU time per job: of the whole server
+    (server_cpu_ticks, every process of it over the run, backends counted once they have exited)
+    and of pgbench, the client, apart. A cost per job, which a faster or slower machine scales for
+    every system alike, where jobs per second also carry the machine's waits."""
+    tick = os.sysconf("SC_CLK_TCK")
+    results = {}
+    for run in range(runs):
+        for system in systems:
+            if system.workloads and "w3" not in system.workloads:
+                continue
+            postmaster = int(Path(system.cluster.dir, "postmaster.pid").read_text().split()[0])
+            system.prepare(CLIENTS * jobs_per_client * 3 // 2)
+            background = set(server_processes(postmaster))
+            before, client_before = server_cpu_ticks(postmaster), resource.getrusage(resource.RUSAGE_CHILDREN)
+            pgbench(system, "w3_claim_complete", CLIENTS, {}, transactions=jobs_per_client)
+            client_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            # Until the postmaster has waited for every backend pgbench had: their time is then its.
+            while set(server_processes(postmaster)) - background:
+                time.sleep(0.05)
+            after = server_cpu_ticks(postmaster)
+            jobs = CLIENTS * jobs_per_client
+            client = (client_after.ru_utime + client_after.ru_stime) - (client_before.ru_utime + client_before.ru_stime)
+            r = {"server_us_per_job": (after - before) / tick / jobs * 1e6, "client_us_per_job": client / jobs * 1e6}
+            results.setdefault(system.name, []).append(r)
+            print(f"  cpu     run {run + 1}  {system.name:14} server {r['server_us_per_job']:7.1f} us/job"
+                  f"  client {r['client_us_per_job']:6.1f} us/job  ({jobs} jobs)", flush=True)
+    return {name: median_of(rs) for name, rs in results.items()}
 
 
 def dag_workload(systems, runs):
@@ -651,7 +711,8 @@ def main():
     parser.add_argument("--runs", type=int, help="runs per workload (the median is reported)")
     parser.add_argument("--port", type=int, default=55497)
     parser.add_argument("--only", help="comma-separated synchronous_commit passes to run (on,off)")
-    parser.add_argument("--workloads", help="comma-separated workloads to run (w1,...,w5, notify, rate, stats, w8, await); "
+    parser.add_argument("--workloads", help="comma-separated workloads to run (w1,...,w5, notify, rate, stats, w8, await, "
+                        "cpu: W3's CPU per job over a fixed number of jobs); "
                         "W6 and W7 only when not given")
     parser.add_argument("--systems", help="comma-separated systems and variants to install and run "
                         "(jobqueue, baseline, pgmq, " + ", ".join(VARIANTS) + "); all when not given")
@@ -694,6 +755,13 @@ def main():
             print(f"synchronous_commit = {sync}: {runs} run(s) of {seconds} s, {CLIENTS} clients", flush=True)
             wanted = args.workloads.split(",") if args.workloads else None
             passes[sync] = {"throughput": throughput_workloads(systems + variants, seconds, runs, wanted)}
+            if wanted and "cpu" in wanted:
+                passes[sync]["cpu_per_job"] = cpu_per_job_workload(systems + variants, 1000 if args.quick else 5000, runs)
+                base = passes[sync]["cpu_per_job"].get("baseline")
+                for name, r in passes[sync]["cpu_per_job"].items():
+                    ratio = f"  {r['server_us_per_job'] / base['server_us_per_job']:.2f}x the baseline's" if base else ""
+                    print(f"  cpu     {name:14} server {r['server_us_per_job']:7.1f} us/job, client "
+                          f"{r['client_us_per_job']:6.1f} us/job{ratio}", flush=True)
             if not wanted or "w13" in wanted:
                 dag = dag_workload(systems + variants, runs)
                 if dag:
